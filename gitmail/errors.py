@@ -1,0 +1,29 @@
+"""The one expected-error family and the exit codes the command line maps it to."""
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    RUNTIME = 1  # the command was well formed but could not be carried out
+    USAGE = 2  # the command itself was wrong
+
+
+class GitmailError(Exception):
+    """A failure the user can act on: shown as one line, never as a traceback."""
+
+    exit_code = ExitCode.RUNTIME
+
+
+class UsageError(GitmailError):
+    """Bad arguments: an invalid name, an unknown option combination, a malformed value."""
+
+    exit_code = ExitCode.USAGE
+
+
+class MailboxError(GitmailError):
+    """The mailbox repository is missing, damaged, locked too long or of an unsupported kind."""
+
+
+class NotFound(GitmailError):
+    """No message matches the id (or prefix) given."""

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gitmail.errors import GitmailError, UsageError
+from gitmail.identity import RepoName, repo_of, toplevel
+
+
+@pytest.mark.parametrize(
+    "name", ["web", "My App", "données", "a.b", "x-y_z", "%41", "日本語", "a..b", "x.lock", "-dash"]
+)
+def test_any_directory_name_round_trips_through_a_ref_component(name: str) -> None:
+    repo = RepoName.parse(name)
+    assert RepoName.from_ref(repo.ref) == name
+    assert all(c.isalnum() and c.isascii() or c in "-_%" for c in repo.ref)
+
+
+def test_ref_encoding_is_readable_for_plain_names() -> None:
+    assert RepoName.parse("web-app_2").ref == "web-app_2"
+    assert RepoName.parse("My App").ref == "My%20App"
+    assert RepoName.parse("données").ref == "donn%C3%A9es"
+
+
+def test_git_accepts_every_encoded_name(tmp_path: Path) -> None:
+    for name in ["My App", "données", "a.b", "x.lock", "..x", "~^:?*[\\"]:
+        ref = f"refs/gitmail/{RepoName.parse(name).ref}/inbox/0123456789"
+        assert subprocess.run(["git", "check-ref-format", ref]).returncode == 0, name
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("a/b", "'/'"),
+        ("a\nb", "control"),
+        ("a\x1b[31mb", "control"),
+        ("_private", "reserved"),
+        ("_broadcast", "reserved"),
+        ("..", "not a directory name"),
+        ("x" * 201, "too long"),
+    ],
+)
+def test_unusable_names_are_refused_with_the_reason(raw: str, problem: str) -> None:
+    with pytest.raises(UsageError, match=problem):
+        RepoName.parse(raw)
+
+
+def test_toplevel_is_found_from_a_subdirectory(repos: object, tmp_path: Path) -> None:
+    repo = tmp_path / "proj"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    deep = repo / "src" / "pkg"
+    deep.mkdir(parents=True)
+    assert toplevel(deep) == repo.resolve()
+    assert repo_of(deep)[0] == "proj"
+
+
+def test_linked_worktree_is_its_own_toplevel(tmp_path: Path) -> None:
+    main = tmp_path / "main"
+    subprocess.run(["git", "init", "-q", str(main)], check=True)
+    subprocess.run(["git", "-C", str(main), "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+    subprocess.run(["git", "-C", str(main), "worktree", "add", "-q", str(tmp_path / "feature")], check=True)
+    assert toplevel(tmp_path / "feature") == (tmp_path / "feature").resolve()
+    expected = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=tmp_path / "feature", capture_output=True, text=True
+    ).stdout.strip()
+    assert str(toplevel(tmp_path / "feature")) == expected
+
+
+def test_symlinked_directory_resolves_like_git(tmp_path: Path) -> None:
+    real = tmp_path / "real-name"
+    subprocess.run(["git", "init", "-q", str(real)], check=True)
+    os.symlink(real, tmp_path / "alias")
+    assert repo_of(tmp_path / "alias")[0] == "real-name"
+
+
+def test_outside_any_repository_there_is_no_identity(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert toplevel(plain) is None
+    with pytest.raises(GitmailError, match="not inside a git repository"):
+        repo_of(plain)
+
+
+def test_a_folder_name_that_cannot_be_a_mailbox_name_says_so(tmp_path: Path) -> None:
+    odd = tmp_path / "_scratch"
+    subprocess.run(["git", "init", "-q", str(odd)], check=True)
+    with pytest.raises(GitmailError, match="reserved.*--from/--repo"):
+        repo_of(odd)
