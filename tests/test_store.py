@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gitmail import mailbox
+from gitmail.errors import MailboxError
+from gitmail.identity import RepoName
+from gitmail.message import Message
+from gitmail.store import ROOT, State, Store, latest, locate
+from tests.conftest import WHEN
+
+
+def test_refs_are_parsed_into_places_and_foreign_refs_ignored() -> None:
+    oid = "a" * 40
+    assert locate("refs/gitmail/My%20App/inbox/7kq2m9x4ab", oid) == (
+        "refs/gitmail/My%20App/inbox/7kq2m9x4ab",
+        oid,
+        "7kq2m9x4ab",
+        State.PENDING,
+        "My App",
+    )
+    assert locate("refs/gitmail/_broadcast/retracted/7kq2m9x4ab", oid).state is State.RETRACTED  # type: ignore[union-attr]
+    for foreign in (
+        "refs/heads/main",
+        "refs/gitmail/web/inbox/not-an-id",
+        "refs/gitmail/web/elsewhere/7kq2m9x4ab",
+        "refs/gitmail/_broadcast/inbox/7kq2m9x4ab",
+        "refs/gitmail/web/active/7kq2m9x4ab",
+        "refs/gitmail/%ZZ/inbox/7kq2m9x4ab",
+    ):
+        assert locate(foreign, oid) is None, foreign
+
+
+def test_a_leftover_of_an_interrupted_move_yields_to_the_later_state() -> None:
+    inbox = locate("refs/gitmail/web/inbox/7kq2m9x4ab", "a" * 40)
+    archive = locate("refs/gitmail/web/archive/7kq2m9x4ab", "a" * 40)
+    assert inbox and archive
+    assert latest([inbox, archive]) == [archive]
+    assert latest([archive, inbox]) == [archive]
+
+
+def _message(subject: str) -> Message:
+    return Message(id="7kq2m9x4ab", sender=RepoName("api"), to="web", subject=subject, body="", date=WHEN)
+
+
+def test_a_change_left_half_done_is_finished_by_the_next_lock_holder(box: Store) -> None:
+    mailbox.send(box, sender="api", to="web", subject="seed")
+    with box.writing(actor=RepoName("api")) as writer:
+        oid = writer.commit(_message("half"))
+    # A writer died after writing its journal and before moving any ref:
+    (box.own_dir / "journal").write_text(json.dumps([[f"{ROOT}web/inbox/7kq2m9x4ab", oid]]))
+    assert {e.message.subject for e in mailbox.pending(box, repo="web").directed} == {"seed", "half"}
+    assert not (box.own_dir / "journal").exists()
+
+
+def test_stale_lock_files_of_a_killed_writer_do_not_block_the_next(box: Store) -> None:
+    first = mailbox.send(box, sender="api", to="web", subject="one")
+    subprocess.run(["git", "--git-dir", str(box.path), "pack-refs", "--all"], check=True)
+    (box.path / "packed-refs.lock").write_text("left by a killed process")
+    (box.path / "refs" / "notes").mkdir(parents=True, exist_ok=True)
+    (box.path / "refs" / "notes" / "gitmail-seen.lock").write_text("")
+    (box.path / "refs" / "gitmail" / "web" / "archive").mkdir(parents=True, exist_ok=True)
+    (box.path / "refs" / "gitmail" / "web" / "archive" / f"{first.message.id}.lock").write_text("")
+    assert mailbox.done(box, repo="web", ids=[first.message.id]).archived == [first.message.id]
+    cast = mailbox.broadcast(box, sender="api", subject="all")
+    assert [e.message.id for e in mailbox.inbox(box, repo="web").broadcasts] == [cast.message.id]
+
+
+def test_a_held_lock_makes_a_writer_give_up_with_a_clear_error(box: Store) -> None:
+    mailbox.send(box, sender="api", to="web", subject="create")
+    fd = os.open(box.own_dir / "lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(MailboxError, match="stayed locked by another gitmail process for 0.2s"):
+            with box.writing(actor=RepoName("api"), timeout=0.2):
+                pass
+    finally:
+        os.close(fd)
+    mailbox.send(box, sender="api", to="web", subject="after")
+
+
+def test_packing_keeps_every_message_readable(box: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = [mailbox.send(box, sender="api", to="web", subject=f"m{i}") for i in range(5)]
+    monkeypatch.setattr("gitmail.store.LOOSE_OBJECTS_BEFORE_PACKING", -1)
+    mailbox.done(box, repo="web", ids=[sent[0].message.id])
+    assert (box.path / "packed-refs").read_text().count("refs/gitmail/") == 5
+    assert list((box.path / "objects" / "pack").glob("*.pack"))
+    assert not [p for p in (box.path / "objects").glob("??/*")]
+    assert len(mailbox.pending(box, repo="web").directed) == 4
+    assert mailbox.done(box, repo="web", ids=[sent[1].message.id]).archived == [sent[1].message.id]
+    fsck = subprocess.run(["git", "--git-dir", str(box.path), "fsck"], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+
+
+def test_git_environment_cannot_redirect_reads(box: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    entry = mailbox.send(box, sender="api", to="web", subject="hello")
+    decoy = tmp_path / "decoy.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(decoy)], check=True)
+    monkeypatch.setenv("GIT_DIR", str(decoy))
+    monkeypatch.setenv("GIT_NAMESPACE", "elsewhere")
+    assert [e.message.id for e in mailbox.pending(box, repo="web").directed] == [entry.message.id]
+
+
+def test_racing_creators_end_with_one_mailbox(tmp_path: Path) -> None:
+    path = tmp_path / "mail.git"
+    first, second = Store(path), Store(path)
+    first.create()
+    second.create()  # finds it made, does nothing
+    assert not list(tmp_path.glob(".mail.git.new-*"))
