@@ -1,0 +1,19 @@
+"""`gitmail` and `python -m gitmail`. Hook calls are routed before the command-line library is imported: they run
+at every session start and must stay lean."""
+
+import sys
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    if args[:1] == ["hook"]:
+        from gitmail.hooks import main as hook_main
+
+        return hook_main(args[1:])
+    from gitmail.cli import main as cli_main
+
+    return cli_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The `gitmail` command line: parse, make one core call, print. The only place that turns errors into exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gitmail import mailbox, render
+from gitmail.errors import ExitCode, GitmailError, UsageError
+from gitmail.identity import RepoName, repo_of, toplevel
+from gitmail.message import MAX_BODY_BYTES
+from gitmail.store import Store
+
+app = typer.Typer(
+    name="gitmail",
+    help="A private mailbox between AI coding sessions in different repositories, kept in a git repository "
+    "(~/.gitmail/mail.git, or $GITMAIL_DIR).",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+RepoOption = Annotated[
+    str | None,
+    typer.Option("--repo", help="The repo to act as (default: the git repository you are in).", show_default=False),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _say(text: str) -> None:
+    print(f"gitmail: {text}", file=sys.stderr)
+
+
+def _writer(explicit: str | None) -> tuple[RepoName, Path | None]:
+    """The acting repo: an explicit name, else the git toplevel of the current directory (else an error)."""
+    return (RepoName.parse(explicit), None) if explicit is not None else repo_of(os.getcwd())
+
+
+def _reader(explicit: str | None) -> tuple[RepoName, Path | None] | None:
+    """As `_writer`, but outside a repository a read shows nothing instead of failing."""
+    if explicit is None and toplevel(os.getcwd()) is None:
+        _say("not inside a git repository; name one with --repo")
+        return None
+    return _writer(explicit)
+
+
+def _body(message: str | None) -> bytes:
+    if message is not None:
+        return message.encode("utf-8", "surrogateescape")
+    if sys.stdin is None or sys.stdin.isatty():
+        return b""  # nothing piped in: an empty body rather than waiting on a terminal
+    return sys.stdin.buffer.read(MAX_BODY_BYTES + 1)  # enough to tell an oversized body, never unbounded
+
+
+@app.command()
+def send(
+    to: Annotated[str | None, typer.Option("--to", help="The repo to send to (its folder name).")] = None,
+    subject: Annotated[str | None, typer.Option("--subject", "-s", help="One line saying what it is about.")] = None,
+    message: Annotated[
+        str | None, typer.Option("--message", "-m", help="The body (default: read from standard input).")
+    ] = None,
+    broadcast: Annotated[bool, typer.Option("--broadcast", help="Send to every repo (each gets it once).")] = False,
+    reply_to: Annotated[
+        str | None,
+        typer.Option("--reply-to", help="Answer this message id: goes to its sender and archives it for you."),
+    ] = None,
+    retract: Annotated[
+        str | None,
+        typer.Option("--retract", help="Stop delivering this broadcast of yours to repos not yet handed it."),
+    ] = None,
+    sender: Annotated[
+        str | None,
+        typer.Option("--from", help="The repo sending (default: the git repository you are in).", show_default=False),
+    ] = None,
+) -> None:
+    """Send a message to a repo, to every repo (--broadcast), or in reply to one (--reply-to).
+
+    Prints the new message's id alone on standard output, so `id=$(gitmail send ...)` works.
+    """
+    modes = [
+        name
+        for name, given in (("--to", to), ("--broadcast", broadcast), ("--reply-to", reply_to), ("--retract", retract))
+        if given
+    ]
+    if len(modes) != 1:
+        raise UsageError(
+            "give exactly one of --to, --broadcast, --reply-to or --retract"
+            + (f" (got {' and '.join(modes)})" if modes else "")
+        )
+    if retract is not None and (subject is not None or message is not None):
+        raise UsageError("--retract takes no --subject or --message")
+    if subject is None and reply_to is None and retract is None:
+        raise UsageError("a subject is required (--subject TEXT)")
+    me, path = _writer(sender)
+    box = Store()
+    if retract is not None:
+        changed = mailbox.retract(box, sender=me, message_id=retract)
+        _say(f"retracted {retract}" if changed else f"{retract} was already retracted")
+        return
+    body = _body(message)
+    if reply_to is not None:
+        entry = mailbox.reply(box, sender=me, to_id=reply_to, subject=subject, body=body)
+    elif broadcast:
+        entry = mailbox.broadcast(box, sender=me, subject=subject or "", body=body)
+    else:
+        assert to is not None
+        recipient = RepoName.parse(to)
+        new_name = not mailbox.known(box, recipient)
+        entry = mailbox.send(box, sender=me, to=recipient, subject=subject or "", body=body)
+        if new_name:
+            _say(
+                f"note: no repo named {recipient!r} has used this mailbox yet; it gets the message when a session "
+                "starts in a repository of that name"
+            )
+    if path is not None:
+        mailbox.claim(box, repo=me, path=path)
+    print(entry.message.id)
+    where = "every repo" if entry.message.is_broadcast else repr(entry.message.to)
+    _say(f"sent {entry.message.id} to {where}")
+
+
+@app.command()
+def inbox(
+    repo: RepoOption = None,
+    json_output: JsonOption = False,
+    peek: Annotated[bool, typer.Option("--peek", help="Look without handing over broadcasts.")] = False,
+) -> None:
+    """Show the repo's pending mail: directed messages until done or replied to, and broadcasts not yet handed
+    to it (reading hands them over, unless --peek)."""
+    who = _reader(repo)
+    if who is None:
+        return
+    me, path = who
+    box = Store()
+    mail = mailbox.inbox(box, repo=me, peek=peek, path=path)
+    if json_output:
+        print(
+            render.dumps(
+                {
+                    "repo": str(me),
+                    "directed": [render.as_json(e) for e in mail.directed],
+                    "broadcasts": [render.as_json(e) for e in mail.broadcasts],
+                    "unreadable": mail.unreadable,
+                    "claimed_by": mail.claimed_by,
+                }
+            )
+        )
+    elif mail.directed or mail.broadcasts or mail.unreadable:
+        print(
+            render.framing(mail, claims=box.claims() if box.exists() else {}, here=str(path) if path else None), end=""
+        )
+    else:
+        _say(f"no mail for {str(me)!r}")
+
+
+@app.command()
+def done(
+    ids: Annotated[
+        list[str] | None, typer.Argument(help="Message ids (any unique prefix).", show_default=False)
+    ] = None,
+    all_pending: Annotated[bool, typer.Option("--all", help="Mark all the repo's pending mail done.")] = False,
+    repo: RepoOption = None,
+) -> None:
+    """Mark messages done (archived) without replying."""
+    if bool(ids) == all_pending:
+        raise UsageError("name the messages to mark done, or pass --all (not both)")
+    result = mailbox.done(Store(), repo=_writer(repo)[0], ids=ids or (), everything=all_pending)
+    if result.archived:
+        _say(f"archived {', '.join(result.archived)}")
+    if result.already:
+        _say(f"nothing to do for {', '.join(result.already)}: already archived, or a broadcast")
+    if not result.archived and not result.already:
+        _say("no pending mail")
+
+
+@app.command()
+def log(
+    repo: RepoOption = None,
+    everyone: Annotated[bool, typer.Option("--everyone", help="Every repo's mail.")] = False,
+    count: Annotated[int, typer.Option("-n", "--max-count", min=1, help="Show at most this many.")] = 20,
+    grep: Annotated[str | None, typer.Option("--grep", help="Only messages containing TEXT (any case).")] = None,
+    thread: Annotated[str | None, typer.Option("--thread", help="The whole conversation this id belongs to.")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Mail history, newest first, with each message's state: pending, archived, broadcast or retracted.
+    By default the repo's mail: sent to it, sent by it, and broadcasts."""
+    if everyone and repo is not None:
+        raise UsageError("give --repo or --everyone, not both")
+    name: RepoName | None = None
+    if not everyone and thread is None:
+        who = _reader(repo)
+        if who is None:
+            return
+        name = who[0]
+    entries = mailbox.log(Store(), repo=name, limit=count, grep=grep, thread=thread)
+    if json_output:
+        print(render.dumps([render.as_json(e) for e in entries]))
+    else:
+        for entry in entries:
+            print(render.log_line(entry))
+
+
+@app.command()
+def show(
+    message_id: Annotated[str, typer.Argument(metavar="ID", help="A message id (any unique prefix).")],
+    json_output: JsonOption = False,
+) -> None:
+    """Show one message whole."""
+    box = Store()
+    entry = mailbox.show(box, message_id)
+    if json_output:
+        print(render.dumps(render.as_json(entry)))
+    else:
+        print(render.card(entry, claims=box.claims(), state=True))
+
+
+@app.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def hook(ctx: typer.Context) -> None:
+    """Entry point for host programs: `gitmail hook session-start` reads the host's JSON on stdin and prints
+    the pending mail framed for the session. It never fails the session."""
+    from gitmail.hooks import main as hook_main
+
+    raise typer.Exit(hook_main(list(ctx.args)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="gitmail", standalone_mode=False)
+    except GitmailError as error:
+        _say(f"error: {error}")
+        return int(error.exit_code)
+    except typer.TyperException as error:  # the command line itself was wrong
+        context = getattr(error, "ctx", None)
+        if type(error).__name__ == "NoArgsIsHelpError":
+            print(error.format_message())
+            return int(ExitCode.OK)
+        hint = f" (see '{context.command_path} --help')" if context is not None else ""
+        _say(f"error: {error.format_message()}{hint}")
+        return int(error.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        _say("interrupted")
+        return 130
+    except BrokenPipeError:  # `gitmail log | head`
+        sys.stderr.close()
+        return int(ExitCode.OK)
+    return result if isinstance(result, int) else int(ExitCode.OK)
