@@ -25,5 +25,9 @@ class MailboxError(GitmailError):
     """The mailbox repository is missing, damaged, locked too long or of an unsupported kind."""
 
 
+class MailboxBusy(MailboxError):
+    """Another gitmail process held the write lock for longer than this one would wait."""
+
+
 class NotFound(GitmailError):
     """No message matches the id (or prefix) given."""

@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
 def session_start(raw: str) -> str | None:
     """The framed pending mail for the session's repository, or None when there is nothing to say."""
     from gitmail import mailbox, render
-    from gitmail.errors import MailboxError
+    from gitmail.errors import MailboxBusy
     from gitmail.identity import RepoName, name_problem, toplevel
     from gitmail.store import Store
 
@@ -58,7 +58,7 @@ def session_start(raw: str) -> str | None:
     claimed_by = None
     try:
         claimed_by = mailbox.claim(store, repo=repo, path=top, timeout=LOCK_WAIT)
-    except MailboxError:
+    except MailboxBusy:
         pass  # recording who uses the name can wait for the next session
     mail = mailbox.pending(store, repo=repo, timeout=LOCK_WAIT)
     mail = mail._replace(claimed_by=claimed_by)
@@ -70,9 +70,13 @@ def session_start(raw: str) -> str | None:
     if handed:
         try:
             handed = mailbox.hand_over(store, repo=repo, broadcasts=handed, timeout=LOCK_WAIT)
-        except MailboxError:
+        except Exception as error:  # busy, or no pygit2 to write with: directed mail is still delivered
             handed = []
-            notes.append("the mailbox was busy, so new broadcasts were not handed over; they come next time.")
+            busy = isinstance(error, MailboxBusy)
+            if not busy:
+                _report(error)
+            reason = "the mailbox was busy" if busy else "the mailbox could not be written"
+            notes.append(f"{reason}, so new broadcasts were not handed over; they come next time.")
     shown = render.Selection(chosen.directed, handed, chosen.summarised)
     if not (shown.directed or shown.broadcasts or mail.unreadable or notes):
         return None

@@ -25,7 +25,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from gitmail.errors import MailboxError
+from gitmail.errors import MailboxBusy, MailboxError
 from gitmail.identity import RepoName
 from gitmail.message import DOCUMENT_NAME, ID_PATTERN, Message
 
@@ -424,7 +424,7 @@ def _acquire(fd: int, timeout: float, where: Path) -> None:
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                raise MailboxError(
+                raise MailboxBusy(
                     f"the mailbox at {where} stayed locked by another gitmail process for {timeout:g}s; try again"
                 ) from None
             time.sleep(pause)
