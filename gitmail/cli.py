@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,9 @@ from gitmail.errors import ExitCode, GitmailError, UsageError
 from gitmail.identity import RepoName, repo_of, toplevel
 from gitmail.message import MAX_BODY_BYTES
 from gitmail.store import Store
+
+if TYPE_CHECKING:
+    from gitmail import install as install_module
 
 app = typer.Typer(
     name="gitmail",
@@ -218,6 +221,49 @@ def show(
         print(render.dumps(render.as_json(entry)))
     else:
         print(render.card(entry, claims=box.claims(), state=True))
+
+
+ClaudeOption = Annotated[bool, typer.Option("--claude", help="Claude Code (~/.claude/settings.json).")]
+CodexOption = Annotated[bool, typer.Option("--codex", help="Codex (~/.codex/hooks.json).")]
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Show the change as a diff; write nothing.")]
+
+
+@app.command()
+def install(claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False) -> None:
+    """Install the session-start hook that delivers mail into new sessions, for Claude Code and/or Codex
+    (default: whichever is found on this machine). Running it again changes nothing."""
+    from gitmail import install as installer
+
+    home = Path.home()
+    hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or installer.detect_hosts(home)
+    if not hosts:
+        raise GitmailError("found neither Claude Code (~/.claude) nor Codex (~/.codex); pass --claude or --codex")
+    version = installer.codex_version() if "codex" in hosts else None
+    _carry_out(installer.plan(home=home, hosts=hosts, install=True, codex_version=version), dry_run)
+
+
+@app.command()
+def uninstall(claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False) -> None:
+    """Remove exactly the hook entries `gitmail install` added (default: from both hosts)."""
+    from gitmail import install as installer
+
+    hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or list(installer.HOSTS)
+    _carry_out(installer.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
+
+
+def _carry_out(plan: install_module.Plan, dry_run: bool) -> None:
+    from gitmail import install as installer
+
+    if dry_run:
+        for change in plan.changes:
+            print(change.diff() or f"{change.path}: unchanged", end="" if change.changed else "\n")
+    else:
+        for line in installer.apply(plan.changes):
+            _say(line)
+    if not plan.changes:
+        _say("nothing to change")
+    for note in plan.notes:
+        _say(f"note: {note}")
 
 
 @app.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
