@@ -56,12 +56,12 @@ def session_start(raw: str) -> str | None:
         return None
     notes = []
     claimed_by = None
+    busy = False  # once the lock has been waited for in vain, this session start waits no more
     try:
         claimed_by = mailbox.claim(store, repo=repo, path=top, timeout=LOCK_WAIT)
     except MailboxBusy:
-        pass  # recording who uses the name can wait for the next session
-    mail = mailbox.pending(store, repo=repo, timeout=LOCK_WAIT)
-    mail = mail._replace(claimed_by=claimed_by)
+        busy = True  # recording who uses the name can wait for the next session
+    mail = mailbox.pending(store, repo=repo, timeout=0 if busy else LOCK_WAIT)._replace(claimed_by=claimed_by)
     if not (mail.directed or mail.broadcasts or mail.unreadable):
         return None
     claims = store.claims()
@@ -69,6 +69,8 @@ def session_start(raw: str) -> str | None:
     handed = chosen.broadcasts
     if handed:
         try:
+            if busy:
+                raise MailboxBusy("skipped: the mailbox is busy")
             handed = mailbox.hand_over(store, repo=repo, broadcasts=handed, timeout=LOCK_WAIT)
         except Exception as error:  # busy, or no pygit2 to write with: directed mail is still delivered
             handed = []

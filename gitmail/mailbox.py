@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from gitmail.errors import GitmailError, NotFound, UsageError
+from gitmail.errors import GitmailError, MailboxBusy, NotFound, UsageError
 from gitmail.identity import RepoName
 from gitmail.message import (
     BROADCAST,
@@ -211,8 +211,11 @@ def pending(store: Store, *, repo: str, timeout: float = 10.0) -> Pending:
     if not store.exists():
         return Pending(me)
     if (store.own_dir / "journal").exists():
-        with store.locked(timeout=timeout):
-            pass
+        try:
+            with store.locked(timeout=timeout):
+                pass  # a writer died mid-change: the lock finishes it
+        except MailboxBusy:
+            pass  # a live writer holds the lock and will finish it; reading meanwhile is safe
     places = store.refs(inbox_prefix(me), state_prefix(State.BROADCAST))
     broadcast_places = [p for p in places if p.state is State.BROADCAST]
     documents = store.read(
