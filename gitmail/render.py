@@ -62,24 +62,34 @@ class Selection(NamedTuple):
     summarised: frozenset[str] = frozenset()  # message ids
 
 
-def select(mail: Pending, *, claims: Mapping[str, str], budget: int | None = BUDGET, **context: Any) -> Selection:
+def select(
+    mail: Pending,
+    *,
+    claims: Mapping[str, str],
+    budget: int | None = BUDGET,
+    here: str | None = None,
+    note: str | None = None,
+) -> Selection:
     """Fit whole messages under the budget in order, oldest directed mail first, then broadcasts; one that cannot
     fit even alone is summarised rather than cut. Mail left out stays pending, broadcasts left out stay unseen."""
     everything = [*mail.directed, *mail.broadcasts]
     if budget is None:
         return _split(everything, set())
-
-    def fits(selection: Selection) -> bool:
-        return len(framing(mail, selection, claims=claims, **context)) <= budget
-
+    # Measured against the longest the header and the numbering can get, so the whole text always fits.
+    digits = len(str(len(everything)))
+    whole = room = budget - len(_head(mail, everything, [], here, note, showing=True)) - 8 * digits
+    per_card = len("\n\n--- message  of : ") + 2 * digits
     chosen: list[Entry] = []
     summarised: set[str] = set()
     for entry in everything:
-        oversized = not fits(_split([entry], set()))
-        trial = summarised | {entry.message.id} if oversized else summarised
-        if fits(_split([*chosen, entry], trial)):
+        cost = per_card + len(card(entry, claims=claims))
+        if cost > whole:  # cannot fit even alone: summarised
+            cost = per_card + len(card(entry, claims=claims, summary=True))
+            if cost <= room:
+                summarised.add(entry.message.id)
+        if cost <= room:
             chosen.append(entry)
-            summarised = trial
+            room -= cost
     return _split(chosen, summarised)
 
 
@@ -103,12 +113,28 @@ def framing(
     each shown message."""
     shown = shown or Selection(mail.directed, mail.broadcasts)
     entries = [*shown.directed, *shown.broadcasts]
-    total = len(mail.directed) + len(mail.broadcasts)
-    kinds = f"{_count(len(shown.directed), 'directed')}, {_count(len(shown.broadcasts), 'broadcast')}"
-    lines = [f"gitmail: {_count(len(entries), 'message')} for {_quote(mail.repo)} ({kinds})."]
-    if len(entries) < total:
+    lines = [_head(mail, shown.directed, shown.broadcasts, here, note)]
+    for position, entry in enumerate(entries, 1):
+        text = card(entry, claims=claims, summary=entry.message.id in shown.summarised)
+        lines += ["", text.replace("--- message ", f"--- message {position} of {len(entries)}: ", 1)]
+    return "\n".join(lines) + "\n"
+
+
+def _head(
+    mail: Pending,
+    directed: Sequence[Entry],
+    broadcasts: Sequence[Entry],
+    here: str | None,
+    note: str | None,
+    *,
+    showing: bool = False,
+) -> str:
+    shown, total = len(directed) + len(broadcasts), len(mail.directed) + len(mail.broadcasts)
+    kinds = f"{_count(len(directed), 'directed')}, {_count(len(broadcasts), 'broadcast')}"
+    lines = [f"gitmail: {_count(shown, 'message')} for {_quote(mail.repo)} ({kinds})."]
+    if showing or shown < total:
         lines.append(
-            f"Showing {len(entries)} of {total}: the rest did not fit here and stay pending; "
+            f"Showing {shown} of {total}: the rest did not fit here and stay pending; "
             "run `gitmail inbox` to read them all."
         )
     lines += ["", _HEADER]
@@ -125,10 +151,7 @@ def framing(
         ]
     if note:
         lines += ["", f"Note: {note}"]
-    for position, entry in enumerate(entries, 1):
-        text = card(entry, claims=claims, summary=entry.message.id in shown.summarised)
-        lines += ["", text.replace("--- message ", f"--- message {position} of {len(entries)}: ", 1)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
 
 
 def card(entry: Entry, *, claims: Mapping[str, str], summary: bool = False, state: bool = False) -> str:
