@@ -34,6 +34,7 @@ from gitmail.message import (
 from gitmail.store import (
     BROADCASTS,
     ROOT,
+    Change,
     Located,
     State,
     Store,
@@ -99,7 +100,9 @@ def send(
     with store.writing(actor=message.sender) as writer:
         message = _unique(writer.target, message, inbox_prefix(recipient))
         oid = writer.commit(message)
-        writer.apply([(inbox_prefix(recipient) + message.id, oid)], f"gitmail: {message.sender} sent {message.id}")
+        writer.apply(
+            [Change(inbox_prefix(recipient) + message.id, oid, None)], f"gitmail: {message.sender} sent {message.id}"
+        )
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -112,8 +115,8 @@ def broadcast(
     with store.writing(actor=message.sender) as writer:
         message = _unique(writer.target, message, active)
         oid = writer.commit(message)
-        writer.apply([(active + message.id, oid)], f"gitmail: {message.sender} broadcast {message.id}")
-        writer.add_seen(oid, message.sender, message.date)
+        writer.apply([Change(active + message.id, oid, None)], f"gitmail: {message.sender} broadcast {message.id}")
+        writer.add_seen([oid], message.sender, message.date)
     return Entry(message, State.BROADCAST, oid, None)
 
 
@@ -145,10 +148,10 @@ def reply(
     with store.writing(actor=me) as writer:
         message = _unique(writer.target, message, inbox_prefix(recipient))
         oid = writer.commit(message, parents=[original.oid])
-        changes: list[tuple[str, str | None]] = [(inbox_prefix(recipient) + message.id, oid)]
+        changes = [Change(inbox_prefix(recipient) + message.id, oid, None)]
         mine = inbox_prefix(me) + first.id
         if writer.target(mine) == original.oid:
-            changes += [(archive_prefix(me) + first.id, original.oid), (mine, None)]
+            changes += [Change(archive_prefix(me) + first.id, original.oid, None), Change(mine, None, original.oid)]
         writer.apply(changes, f"gitmail: {me} replied to {first.id} with {message.id}")
     return Entry(message, State.PENDING, oid, recipient)
 
@@ -170,7 +173,8 @@ def retract(store: Store, *, sender: str, message_id: str) -> bool:
         if writer.target(active) != entry.oid:
             return False
         retracted = state_prefix(State.RETRACTED) + entry.message.id
-        writer.apply([(retracted, entry.oid), (active, None)], f"gitmail: {me} retracted {entry.message.id}")
+        changes = [Change(retracted, entry.oid, None), Change(active, None, entry.oid)]
+        writer.apply(changes, f"gitmail: {me} retracted {entry.message.id}")
     return True
 
 
@@ -237,14 +241,10 @@ def hand_over(
     me = RepoName.parse(repo)
     if not broadcasts:
         return []
-    handed = []
     with store.writing(actor=me, timeout=timeout) as writer:
-        for entry in broadcasts:
-            if writer.target(state_prefix(State.BROADCAST) + entry.message.id) != entry.oid:
-                continue
-            if writer.add_seen(entry.oid, me, when or now()):
-                handed.append(entry)
-    return handed
+        active = [e for e in broadcasts if writer.target(state_prefix(State.BROADCAST) + e.message.id) == e.oid]
+        added = set(writer.add_seen([e.oid for e in active], me, when or now()))
+    return [e for e in active if e.oid in added]
 
 
 def inbox(store: Store, *, repo: str, peek: bool = False, path: str | os.PathLike[str] | None = None) -> Pending:
@@ -320,12 +320,12 @@ def done(store: Store, *, repo: str, ids: Sequence[str] = (), everything: bool =
     if not todo:
         return DoneResult(archived, already)
     with store.writing(actor=me) as writer:
-        changes: list[tuple[str, str | None]] = []
+        changes: list[Change] = []
         for place in todo.values():
             if writer.target(place.ref) != place.oid:  # a concurrent `done` got there first
                 already.append(place.id)
                 continue
-            changes += [(archive_prefix(me) + place.id, place.oid), (place.ref, None)]
+            changes += [Change(archive_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
             archived.append(place.id)
         if changes:
             writer.apply(changes, f"gitmail: {me} marked done {' '.join(archived)}")
@@ -396,4 +396,9 @@ def _newest_first(entries: list[Entry]) -> list[Entry]:
 
 def known(store: Store, repo: RepoName) -> bool:
     """Whether any repo of this name has used the mailbox (read or received mail) before."""
-    return repo in store.claims() or bool(store.refs(f"{ROOT}{repo.ref}/", count=1))
+    # Cheapest first: the archive can hold many thousand refs, and listing them is what costs.
+    return (
+        repo in store.claims()
+        or bool(store.refs(inbox_prefix(repo), count=1))
+        or bool(store.refs(archive_prefix(repo), count=1))
+    )

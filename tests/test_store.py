@@ -54,7 +54,7 @@ def test_a_change_left_half_done_is_finished_by_the_next_lock_holder(box: Store)
     with box.writing(actor=RepoName("api")) as writer:
         oid = writer.commit(_message("half"))
     # A writer died after writing its journal and before moving any ref:
-    (box.own_dir / "journal").write_text(json.dumps([[f"{ROOT}web/inbox/7kq2m9x4ab", oid]]))
+    (box.own_dir / "journal").write_text(json.dumps([[f"{ROOT}web/inbox/7kq2m9x4ab", oid, None]]))
     assert {e.message.subject for e in mailbox.pending(box, repo="web").directed} == {"seed", "half"}
     assert not (box.own_dir / "journal").exists()
 
@@ -113,3 +113,36 @@ def test_racing_creators_end_with_one_mailbox(tmp_path: Path) -> None:
     first.create()
     second.create()  # finds it made, does nothing
     assert not list(tmp_path.glob(".mail.git.new-*"))
+
+
+def test_seen_sets_are_found_and_extended_in_a_fanned_out_notes_tree(box: Store) -> None:
+    """git fans notes out into subdirectories as they grow (a sync's `git notes merge` may): both readers and
+    writers must find a broadcast's note there, and extend it in place."""
+    cast = mailbox.broadcast(box, sender="api", subject="all")
+    git = ["git", "--git-dir", str(box.path)]
+    blob = subprocess.run([*git, "hash-object", "-w", "--stdin"], input="api\nold\n", capture_output=True, text=True)
+    sub = subprocess.run([*git, "mktree"], input=f"100644 blob {blob.stdout.strip()}\t{cast.oid[2:]}\n",
+                         capture_output=True, text=True).stdout.strip()
+    top = subprocess.run([*git, "mktree"], input=f"040000 tree {sub}\t{cast.oid[:2]}\n", capture_output=True,
+                         text=True).stdout.strip()
+    commit = subprocess.run([*git, "commit-tree", "-m", "fanned out", top], capture_output=True, text=True).stdout
+    subprocess.run([*git, "update-ref", "refs/notes/gitmail-seen", commit.strip()], check=True)
+    assert "old" not in [e.message.id for e in mailbox.pending(box, repo="old").broadcasts]
+    assert not mailbox.pending(box, repo="old").broadcasts  # found in the subtree: "old" was handed it
+    assert [e.message.id for e in mailbox.inbox(box, repo="web").broadcasts] == [cast.message.id]
+    shown = subprocess.run([*git, "notes", "--ref=gitmail-seen", "show", cast.oid], capture_output=True, text=True)
+    assert shown.stdout == "api\nold\nweb\n"
+    listed = subprocess.run([*git, "ls-tree", "-r", "--name-only", "refs/notes/gitmail-seen"], capture_output=True,
+                            text=True).stdout.split()
+    assert listed == [f"{cast.oid[:2]}/{cast.oid[2:]}"]  # extended in place, not duplicated at the top
+
+
+def test_every_ref_write_is_checked_against_what_it_expects(box: Store) -> None:
+    from gitmail.store import Change
+
+    entry = mailbox.send(box, sender="api", to="web", subject="x")
+    with pytest.raises(MailboxError, match="update-ref"):
+        with box.writing(actor=RepoName("api")) as writer:
+            writer.apply([Change(f"{ROOT}web/inbox/{entry.message.id}", None, "0" * 39 + "1")], "wrong old value")
+    assert [e.message.id for e in mailbox.pending(box, repo="web").directed] == [entry.message.id]
+    assert not (box.own_dir / "journal").exists()
