@@ -333,3 +333,26 @@ def test_known_names_are_those_that_read_or_received_mail(box: Store, tmp_path: 
 
 def test_broadcast_to_field_is_reserved_name(box: Store) -> None:
     assert mailbox.broadcast(box, sender="api", subject="x").message.to == BROADCAST
+
+
+def test_the_readme_git_recipes_answer_what_they_claim(box: Store) -> None:
+    kept = mailbox.send(box, sender="api", to="web", subject="still pending", when=at(0))
+    handled = mailbox.send(box, sender="api", to="web", subject="handled", when=at(1))
+    mailbox.done(box, repo="web", ids=[handled.message.id])
+    cast = mailbox.broadcast(box, sender="db", subject="to all", when=at(2))
+    mailbox.inbox(box, repo="web")
+    mailbox.send(box, sender="rapid", to="db", subject="not from api", when=at(3))
+
+    def subjects(*args: str) -> list[str]:
+        return git(box, "log", "--format=%s", *args).splitlines()
+
+    assert subjects("--glob=gitmail/web") == ["handled", "still pending"]
+    assert subjects("--glob=gitmail/web/inbox") == ["still pending"]
+    assert subjects("--glob=gitmail/_broadcast") == ["to all"]
+    assert subjects("--author=<api@gitmail>", "--glob=gitmail") == ["handled", "still pending"]
+    assert subjects("--glob=gitmail", f"--grep=Message-Id: {kept.message.id[:4]}") == ["still pending"]
+    notes = git(box, "log", "--format=%s%n%N", "--notes=gitmail-seen", "--glob=gitmail/_broadcast")
+    assert notes.split() == ["to", "all", "db", "web"]
+    reflog = git(box, "reflog", "show", "--format=%gn: %gs", f"refs/gitmail/web/archive/{handled.message.id}")
+    assert reflog.strip() == f"web: gitmail: web marked done {handled.message.id}"
+    assert cast.oid in git(box, "notes", "--ref=gitmail-seen", "list")

@@ -121,10 +121,12 @@ def test_seen_sets_are_found_and_extended_in_a_fanned_out_notes_tree(box: Store)
     cast = mailbox.broadcast(box, sender="api", subject="all")
     git = ["git", "--git-dir", str(box.path)]
     blob = subprocess.run([*git, "hash-object", "-w", "--stdin"], input="api\nold\n", capture_output=True, text=True)
-    sub = subprocess.run([*git, "mktree"], input=f"100644 blob {blob.stdout.strip()}\t{cast.oid[2:]}\n",
-                         capture_output=True, text=True).stdout.strip()
-    top = subprocess.run([*git, "mktree"], input=f"040000 tree {sub}\t{cast.oid[:2]}\n", capture_output=True,
-                         text=True).stdout.strip()
+    sub = subprocess.run(
+        [*git, "mktree"], input=f"100644 blob {blob.stdout.strip()}\t{cast.oid[2:]}\n", capture_output=True, text=True
+    ).stdout.strip()
+    top = subprocess.run(
+        [*git, "mktree"], input=f"040000 tree {sub}\t{cast.oid[:2]}\n", capture_output=True, text=True
+    ).stdout.strip()
     commit = subprocess.run([*git, "commit-tree", "-m", "fanned out", top], capture_output=True, text=True).stdout
     subprocess.run([*git, "update-ref", "refs/notes/gitmail-seen", commit.strip()], check=True)
     assert "old" not in [e.message.id for e in mailbox.pending(box, repo="old").broadcasts]
@@ -132,8 +134,9 @@ def test_seen_sets_are_found_and_extended_in_a_fanned_out_notes_tree(box: Store)
     assert [e.message.id for e in mailbox.inbox(box, repo="web").broadcasts] == [cast.message.id]
     shown = subprocess.run([*git, "notes", "--ref=gitmail-seen", "show", cast.oid], capture_output=True, text=True)
     assert shown.stdout == "api\nold\nweb\n"
-    listed = subprocess.run([*git, "ls-tree", "-r", "--name-only", "refs/notes/gitmail-seen"], capture_output=True,
-                            text=True).stdout.split()
+    listed = subprocess.run(
+        [*git, "ls-tree", "-r", "--name-only", "refs/notes/gitmail-seen"], capture_output=True, text=True
+    ).stdout.split()
     assert listed == [f"{cast.oid[:2]}/{cast.oid[2:]}"]  # extended in place, not duplicated at the top
 
 

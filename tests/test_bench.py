@@ -1,0 +1,36 @@
+"""scripts/bench runs end to end: a quick smoke run measures every row and delivers every concurrent message."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+TIMED_ROWS = {"python -c pass", "send", "inbox", "hook session-start"}
+CONCURRENT_ROWS = {"concurrent sends", "concurrent CLI sends"}
+
+
+@pytest.mark.slow
+def test_quick_benchmark_reports_every_row() -> None:
+    done = subprocess.run(
+        [sys.executable, "scripts/bench", "--quick", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+
+    report = json.loads(done.stdout)
+    rows = report["rows"]
+    assert {row["name"] for row in rows} == TIMED_ROWS | CONCURRENT_ROWS
+    assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
+    sizes = report["settings"]["sizes"]
+    assert sizes == [0, 1000]
+    for name in ("inbox", "hook session-start", "send", *CONCURRENT_ROWS):
+        assert sorted(row["archived"] for row in rows if row["name"] == name) == sizes, name
+    assert all(row["ratio"] > 0 for row in rows if row["archived"] is not None)
+
+    expected = report["settings"]["processes"] * report["settings"]["per_process"]
+    concurrent = [row for row in rows if row["name"] in CONCURRENT_ROWS]
+    assert all(row["messages"] == expected and row["messages_per_s"] > 0 for row in concurrent)
