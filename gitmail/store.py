@@ -1,12 +1,12 @@
-"""The mailbox repository: where it lives, its ref layout, lock-free reads through the git command, and writes
-through pygit2 under one exclusive lock with a roll-forward journal.
+"""The mailbox repository: where it lives, its ref layout, lock-free reads, and writes under one lock.
 
-Why two tools: listing refs under a prefix costs the same in `git for-each-ref` whether the mailbox holds 10 or
-100,000 other refs, while libgit2 walks every ref, and importing pygit2 costs more than a session-start read may.
-Why the lock: libgit2's create-if-absent, notes writes and packed-ref removal are not atomic between processes; one
-flock around every check-then-write makes them so, and the kernel drops it when its holder dies.
-Why the journal: a move (inbox -> archive) and a reply touch several refs; the journal is written before the first
-one and replayed by the next lock holder if the writer died midway, so every change lands whole.
+Reads go through `git for-each-ref` and `git cat-file --batch`: listing refs under a prefix costs git the same
+whether the mailbox holds 10 or 100,000 other refs (libgit2 walks every ref), and a session-start read cannot
+afford pygit2's import. Writes build objects with pygit2 and move refs with `git update-ref` transactions that
+check each ref against the value they expect (libgit2 re-reads every packed ref before each ref write).
+Every write holds one exclusive flock, so check-then-write sequences (is it still pending? was this repo handed
+that broadcast?) cannot interleave; the kernel drops the lock when its holder dies. A change of several refs is
+journaled first and replayed by the next lock holder if its writer died midway, so it lands whole.
 """
 
 from __future__ import annotations
@@ -302,7 +302,6 @@ class Store:
         with self.locked(timeout=timeout) as fd, self._repository() as repo:
             if "gitmail.version" not in repo.config:
                 _configure(repo)
-            repo.set_ident(str(actor), email(actor))
             writer = Writer(self, repo, actor)
             yield writer
             writer.maintain(fd)
