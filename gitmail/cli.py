@@ -29,6 +29,24 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+
+def _version(show: bool) -> None:
+    if show:
+        from gitmail import __version__
+
+        print(f"gitmail {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """A private mailbox between AI coding sessions in different repositories, kept in a git repository
+    (~/.gitmail/mail.git, or $GITMAIL_DIR)."""
+
 RepoOption = Annotated[
     str | None,
     typer.Option("--repo", help="The repo to act as (default: the git repository you are in).", show_default=False),

@@ -215,6 +215,7 @@ def test_help_is_written_for_users(cli: CliRunner) -> None:
         assert cli(command, "--help").code == 0
     assert "Prints the new message's id alone" in cli("send", "--help").out
     assert cli().out.startswith("Usage: gitmail")
+    assert cli("--version").out == "gitmail 0.1.0\n"
 
 
 def test_a_name_read_from_a_second_path_is_warned_about(cli: CliRunner, repos: RepoFactory, api: Path) -> None:
