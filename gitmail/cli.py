@@ -47,6 +47,7 @@ def _main(
     """A private mailbox between AI coding sessions in different repositories, kept in a git repository
     (~/.gitmail/mail.git, or $GITMAIL_DIR)."""
 
+
 RepoOption = Annotated[
     str | None,
     typer.Option("--repo", help="The repo to act as (default: the git repository you are in).", show_default=False),
