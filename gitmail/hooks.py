@@ -54,7 +54,6 @@ def session_start(raw: str) -> str | None:
     store = Store()
     if not store.exists():
         return None
-    notes = []
     claimed_by = None
     busy = False  # once the lock has been waited for in vain, this session start waits no more
     try:
@@ -66,23 +65,23 @@ def session_start(raw: str) -> str | None:
         return None
     claims = store.claims()
     chosen = render.select(mail, claims=claims, here=str(top))
-    handed = chosen.broadcasts
-    if handed:
+    handed: list[mailbox.Entry] = []
+    failed = None  # why the chosen broadcasts were not handed over; they come next session
+    if chosen.broadcasts and not busy:
         try:
-            if busy:
-                raise MailboxBusy("skipped: the mailbox is busy")
-            handed = mailbox.hand_over(store, repo=repo, broadcasts=handed, timeout=LOCK_WAIT)
-        except Exception as error:  # busy, or no pygit2 to write with: directed mail is still delivered
-            handed = []
-            busy = isinstance(error, MailboxBusy)
-            if not busy:
-                _report(error)
-            reason = "the mailbox was busy" if busy else "the mailbox could not be written"
-            notes.append(f"{reason}, so new broadcasts were not handed over; they come next time.")
+            handed = mailbox.hand_over(store, repo=repo, broadcasts=chosen.broadcasts, timeout=LOCK_WAIT)
+        except MailboxBusy:
+            busy = True
+        except Exception as error:  # no pygit2 to write with, say: directed mail is still delivered
+            _report(error)
+            failed = "the mailbox could not be written"
+    if chosen.broadcasts and busy:
+        failed = "the mailbox was busy"
+    note = f"{failed}, so new broadcasts were not handed over; they come next time." if failed else None
     shown = render.Selection(chosen.directed, handed, chosen.summarised)
-    if not (shown.directed or shown.broadcasts or mail.unreadable or notes):
+    if not (shown.directed or shown.broadcasts or mail.unreadable or note):
         return None
-    return render.framing(mail, shown, claims=claims, here=str(top), note=" ".join(notes) or None)
+    return render.framing(mail, shown, claims=claims, here=str(top), note=note)
 
 
 def _stdin() -> str:
