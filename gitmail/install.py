@@ -168,7 +168,7 @@ def _with_hook(data: dict[str, Any], install: bool, command: str, path: Path) ->
         if not entries:
             groups.remove(group)
     if install and not found:
-        groups.append({"matcher": MATCHER, "hooks": [ours]})
+        groups.append(_group(ours))
     # Containers this edit emptied, or only just made, go; an empty one the user had stays.
     if not groups and (removed or not had[1]):
         del hooks["SessionStart"]
@@ -185,11 +185,11 @@ def _edited(text: str, install: bool, command: str) -> str:
         root = jsonedit.parse(text)
         hooks = root.get("hooks")
         if hooks is None:
-            return jsonedit.add_member(text, root, "hooks", {"SessionStart": [{"matcher": MATCHER, "hooks": [ours]}]})
+            return jsonedit.add_member(text, root, "hooks", {"SessionStart": [_group(ours)]})
         session = hooks.get("SessionStart")
         if session is None:
-            return jsonedit.add_member(text, hooks, "SessionStart", [{"matcher": MATCHER, "hooks": [ours]}])
-        return jsonedit.append_item(text, session, {"matcher": MATCHER, "hooks": [ours]})
+            return jsonedit.add_member(text, hooks, "SessionStart", [_group(ours)])
+        return jsonedit.append_item(text, session, _group(ours))
     if install:
         group, entry = places[0]
         node = _session(text).items[group].get("hooks").items[entry]  # type: ignore[union-attr]
@@ -203,16 +203,14 @@ def _edited(text: str, install: bool, command: str) -> str:
         text = (
             jsonedit.remove(text, entries, entry) if len(entries.items) > 1 else jsonedit.remove(text, session, group)
         )
-        session = _session(text)
-        if not session.items:
+        if not _session(text).items:  # prune what this removal emptied
             hooks = jsonedit.parse(text).get("hooks")
             assert hooks is not None
-            text = jsonedit.remove(text, hooks, [k for k, _, _ in hooks.members].index("SessionStart"))
-            hooks = jsonedit.parse(text).get("hooks")
-            assert hooks is not None
-            if not hooks.members:
-                root = jsonedit.parse(text)
-                text = jsonedit.remove(text, root, [k for k, _, _ in root.members].index("hooks"))
+            text = jsonedit.remove_member(text, hooks, "SessionStart")
+            root = jsonedit.parse(text)
+            hooks = root.get("hooks")
+            if hooks is not None and not hooks.members:
+                text = jsonedit.remove_member(text, root, "hooks")
     return text
 
 
@@ -232,6 +230,10 @@ def _our_places(text: str) -> list[tuple[int, int]]:
         for e, entry in enumerate(group.get("hooks", []) if isinstance(group, dict) else [])
         if _is_ours(entry)
     ]
+
+
+def _group(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"matcher": MATCHER, "hooks": [entry]}
 
 
 def _entry(command: str) -> dict[str, Any]:

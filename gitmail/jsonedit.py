@@ -65,6 +65,10 @@ def remove(text: str, container: Node, index: int) -> str:
     return text[:start] + text[spans[1][0] :]
 
 
+def remove_member(text: str, obj: Node, key: str) -> str:
+    return remove(text, obj, [name for name, _, _ in obj.members].index(key))
+
+
 # -- rendering in the document's own style ---------------------------------------------------------------------
 
 
