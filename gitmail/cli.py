@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="gitmail",
-    help="A private mailbox between AI coding sessions in different repositories, kept in a git repository "
-    "(~/.gitmail/mail.git, or $GITMAIL_DIR).",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -174,9 +172,7 @@ def inbox(
             )
         )
     elif mail.directed or mail.broadcasts or mail.unreadable:
-        print(
-            render.framing(mail, claims=box.claims() if box.exists() else {}, here=str(path) if path else None), end=""
-        )
+        print(render.framing(mail, claims=box.claims(), here=str(path) if path else None), end="")
     else:
         _say(f"no mail for {str(me)!r}")
 
