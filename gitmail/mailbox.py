@@ -18,6 +18,21 @@ from typing import NamedTuple
 
 from gitmail.errors import GitmailError, MailboxBusy, NotFound, UsageError
 from gitmail.identity import RepoName
+from gitmail.layout import (
+    BROADCASTS,
+    ROOT,
+    Change,
+    Located,
+    State,
+    archive_prefix,
+    email,
+    inbox_prefix,
+    latest,
+    locate,
+    seen_set,
+    seen_specs,
+    state_prefix,
+)
 from gitmail.message import (
     BROADCAST,
     DOCUMENT_NAME,
@@ -31,22 +46,7 @@ from gitmail.message import (
     parse,
     reply_subject,
 )
-from gitmail.store import (
-    BROADCASTS,
-    ROOT,
-    Change,
-    Located,
-    State,
-    Store,
-    archive_prefix,
-    email,
-    inbox_prefix,
-    latest,
-    locate,
-    seen_set,
-    seen_specs,
-    state_prefix,
-)
+from gitmail.store import Store
 
 
 class Entry(NamedTuple):

@@ -195,7 +195,7 @@ def test_archiving_another_repos_message_is_refused(cli: CliRunner, api: Path, w
     ("setup", "text"),
     [
         (lambda p: p.write_text("x"), "exists but is not a directory"),
-        (lambda p: p.mkdir(), "is not a git repository"),
+        (lambda p: (p.mkdir(), (p / "notes.txt").write_text("x")), "is not a git repository"),
     ],
 )
 def test_a_bad_mailbox_path_is_one_line(

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
+from gitmail.layout import ROOT, State
 from gitmail.message import parse
-from gitmail.store import ROOT, State, Store
+from gitmail.store import Store
 
 pytestmark = pytest.mark.slow
 

@@ -145,6 +145,7 @@ def failure_note(context: str | None) -> str:
 def test_a_mailbox_path_that_is_no_repository_gives_a_note(web: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.git"
     bad.mkdir()
+    (bad / "notes.txt").write_text("not a mailbox")
     context, _ = hook(web, payload(web), env={"GITMAIL_DIR": str(bad)})
     assert "is not a git repository" in failure_note(context)
     log = (tmp_path / "gitmail.log").read_text()

@@ -9,8 +9,9 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
+from gitmail.layout import SEEN_NOTES, State
 from gitmail.message import BROADCAST
-from gitmail.store import SEEN_NOTES, State, Store
+from gitmail.store import Store
 from tests.conftest import at, mailbox_snapshot
 
 
@@ -62,8 +63,9 @@ def test_every_ref_move_is_in_the_reflog(box: Store) -> None:
     ("make", "error"),
     [
         (lambda p: p.write_text("a file"), "is not a directory"),
-        (lambda p: p.mkdir(), "is not a git repository"),
+        (lambda p: (p.mkdir(), (p / "notes.txt").write_text("x")), "is not a git repository"),
         (lambda p: (p / "HEAD").mkdir(parents=True), "is not a git repository"),
+        (lambda p: subprocess.run(["git", "init", "-q", "--bare", str(p)], check=True), "gitmail did not create"),
     ],
 )
 def test_a_path_that_is_not_a_mailbox_is_refused_and_left_alone(tmp_path: Path, make: object, error: str) -> None:
@@ -95,12 +97,25 @@ def test_a_reftable_mailbox_is_refused(tmp_path: Path) -> None:
         mailbox.send(Store(path), sender="api", to="web", subject="hi")
 
 
-def test_a_mailbox_made_with_plain_git_is_adopted(tmp_path: Path) -> None:
+def test_an_empty_directory_becomes_the_mailbox(tmp_path: Path) -> None:
     path = tmp_path / "mail.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
+    path.mkdir()
     entry = mailbox.send(Store(path), sender="api", to="web", subject="hi")
     assert ids(mailbox.pending(Store(path), repo="web").directed) == [entry.message.id]
     assert "logallrefupdates = always" in (path / "config").read_text().lower()
+
+
+def test_a_projects_own_git_directory_is_refused_and_left_alone(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    before = mailbox_snapshot(project / ".git")
+    for attempt in (
+        lambda: mailbox.send(Store(project / ".git"), sender="api", to="web", subject="hi"),
+        lambda: mailbox.pending(Store(project / ".git"), repo="web"),
+    ):
+        with pytest.raises(MailboxError, match="is a project's git repository, not a gitmail mailbox"):
+            attempt()
+    assert mailbox_snapshot(project / ".git") == before
 
 
 # -- sending and reading -----------------------------------------------------------------------------------------

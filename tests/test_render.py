@@ -5,9 +5,9 @@ from pathlib import Path
 
 from gitmail import render
 from gitmail.identity import RepoName
+from gitmail.layout import State
 from gitmail.mailbox import Entry, Pending
 from gitmail.message import BROADCAST, Message
-from gitmail.store import State
 from tests.conftest import at
 
 HEADER = """\

@@ -4,6 +4,8 @@ import fcntl
 import json
 import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,9 @@ import pytest
 from gitmail import mailbox
 from gitmail.errors import MailboxError
 from gitmail.identity import RepoName
+from gitmail.layout import ROOT, State, latest, locate
 from gitmail.message import Message
-from gitmail.store import ROOT, State, Store, latest, locate
+from gitmail.store import Store
 from tests.conftest import WHEN
 
 
@@ -59,17 +62,55 @@ def test_a_change_left_half_done_is_finished_by_the_next_lock_holder(box: Store)
     assert not (box.own_dir / "journal").exists()
 
 
-def test_stale_lock_files_of_a_killed_writer_do_not_block_the_next(box: Store) -> None:
+def test_lock_files_a_dead_writers_journal_names_are_cleared_at_once(box: Store) -> None:
+    first = mailbox.send(box, sender="api", to="web", subject="one")
+    archived = f"{ROOT}web/archive/{first.message.id}"
+    pending = f"{ROOT}web/inbox/{first.message.id}"
+    # A `done` killed inside git update-ref: its journal is written, its ref locks are still there.
+    (box.own_dir / "journal").write_text(json.dumps([[archived, first.oid, None], [pending, None, first.oid]]))
+    for ref in (archived, pending):
+        (box.path / f"{ref}.lock").parent.mkdir(parents=True, exist_ok=True)
+        (box.path / f"{ref}.lock").write_text(first.oid + "\n")
+    cast = mailbox.broadcast(box, sender="api", subject="all")  # the next writer finishes the change first
+    assert [e.state for e in mailbox.log(box, repo="web")] == [State.BROADCAST, State.ARCHIVED]
+    assert not list(box.path.rglob("*.lock"))
+    assert [e.message.id for e in mailbox.inbox(box, repo="web").broadcasts] == [cast.message.id]
+
+
+def test_a_lock_file_a_live_git_may_hold_is_never_removed(box: Store) -> None:
     first = mailbox.send(box, sender="api", to="web", subject="one")
     subprocess.run(["git", "--git-dir", str(box.path), "pack-refs", "--all"], check=True)
-    (box.path / "packed-refs.lock").write_text("left by a killed process")
-    (box.path / "refs" / "notes").mkdir(parents=True, exist_ok=True)
-    (box.path / "refs" / "notes" / "gitmail-seen.lock").write_text("")
-    (box.path / "refs" / "gitmail" / "web" / "archive").mkdir(parents=True, exist_ok=True)
-    (box.path / "refs" / "gitmail" / "web" / "archive" / f"{first.message.id}.lock").write_text("")
+    held = box.path / "packed-refs.lock"
+    held.write_text("a user's git pack-refs at work")
+    with pytest.raises(MailboxError, match=f"another git process holds {held} .*remove that file if no git process"):
+        mailbox.done(box, repo="web", ids=[first.message.id])
+    assert held.read_text() == "a user's git pack-refs at work"
+    assert [e.message.id for e in mailbox.pending(box, repo="web").directed] == [first.message.id]
+
+
+def test_a_lock_released_while_git_waits_for_it_costs_nothing(box: Store) -> None:
+    first = mailbox.send(box, sender="api", to="web", subject="one")
+    subprocess.run(["git", "--git-dir", str(box.path), "pack-refs", "--all"], check=True)
+    held = box.path / "packed-refs.lock"
+    held.write_text("")
+    # A stand-in for a user's `git pack-refs`: it lets go after half a second, well within git's own lock wait.
+    releaser = subprocess.Popen([sys.executable, "-c", f"import os, time; time.sleep(0.5); os.unlink({str(held)!r})"])
+    try:
+        assert mailbox.done(box, repo="web", ids=[first.message.id]).archived == [first.message.id]
+    finally:
+        releaser.wait()
+
+
+def test_a_lock_file_abandoned_long_ago_is_cleared_and_logged(box: Store) -> None:
+    first = mailbox.send(box, sender="api", to="web", subject="one")
+    subprocess.run(["git", "--git-dir", str(box.path), "pack-refs", "--all"], check=True)
+    held = box.path / "packed-refs.lock"
+    held.write_text("")
+    long_ago = time.time() - 3600
+    os.utime(held, (long_ago, long_ago))
     assert mailbox.done(box, repo="web", ids=[first.message.id]).archived == [first.message.id]
-    cast = mailbox.broadcast(box, sender="api", subject="all")
-    assert [e.message.id for e in mailbox.inbox(box, repo="web").broadcasts] == [cast.message.id]
+    assert not held.exists()
+    assert f"removed {held}" in (box.path.parent / "gitmail.log").read_text()
 
 
 def test_a_held_lock_makes_a_writer_give_up_with_a_clear_error(box: Store) -> None:
@@ -77,7 +118,7 @@ def test_a_held_lock_makes_a_writer_give_up_with_a_clear_error(box: Store) -> No
     fd = os.open(box.own_dir / "lock", os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        with pytest.raises(MailboxError, match="stayed locked by another gitmail process for 0.2s"):
+        with pytest.raises(MailboxError, match="stayed locked by another gitmail process; try again"):
             with box.writing(actor=RepoName("api"), timeout=0.2):
                 pass
     finally:
@@ -141,7 +182,7 @@ def test_seen_sets_are_found_and_extended_in_a_fanned_out_notes_tree(box: Store)
 
 
 def test_every_ref_write_is_checked_against_what_it_expects(box: Store) -> None:
-    from gitmail.store import Change
+    from gitmail.layout import Change
 
     entry = mailbox.send(box, sender="api", to="web", subject="x")
     with pytest.raises(MailboxError, match="update-ref"):

@@ -1,0 +1,101 @@
+"""Running git on the mailbox: an allow-listed environment, no hooks, no user or system configuration, and the
+parser for `git cat-file --batch` output.
+
+gitmail's git calls must do only what gitmail asks. A `reference-transaction` hook (from the mailbox's hooks/,
+its config or a global `core.hooksPath`), an fsmonitor, a pager or a credential helper would run another
+program on every send; a stray GIT_DIR or GIT_OBJECT_DIRECTORY would point git at another repository. So git gets
+only the variables listed below, reads only the mailbox's own config, and runs no hook.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from gitmail.errors import MailboxError
+
+# The variables passed on to git, each for a reason. Everything else (every GIT_* variable among them) is dropped.
+KEPT_ENV = {
+    "PATH": "git finds its own helper programs (and we find git) through it",
+    "HOME": "git expands '~' with it; no config is read from it (GIT_CONFIG_GLOBAL is /dev/null)",
+    "TMPDIR": "where git writes temporary files",
+    "SYSTEMROOT": "git for Windows needs it to start at all",
+}
+FIXED_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",  # no /etc/gitconfig
+    "GIT_CONFIG_GLOBAL": os.devnull,  # no ~/.gitconfig or XDG config: user settings must not change what we do
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_NO_REPLACE_OBJECTS": "1",  # a replace ref must not change what a message says
+    "GIT_TERMINAL_PROMPT": "0",  # never wait on a terminal
+    "GIT_OPTIONAL_LOCKS": "0",  # reads take no locks a writer could trip over
+    "LC_ALL": "C",  # stable messages to parse
+}
+# Settings on the command line beat the mailbox's own config: no hook, no fsmonitor, no pager, nothing that runs.
+SAFE_CONFIG = (
+    "-c",
+    f"core.hooksPath={os.devnull}",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.pager=cat",
+)
+
+
+def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    kept = {name: os.environ[name] for name in KEPT_ENV if name in os.environ}
+    return {**kept, **FIXED_ENV, **(extra or {})}
+
+
+class GitFailed(MailboxError):
+    """A git command on the mailbox exited non-zero."""
+
+    def __init__(self, command: str, returncode: int, stderr: str) -> None:
+        lines = stderr.strip().splitlines()
+        super().__init__(f"git {command} failed on the mailbox: {lines[-1] if lines else returncode}")
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+def run(
+    git_dir: Path,
+    *args: str,
+    stdin: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    pass_fds: Sequence[int] = (),
+) -> bytes:
+    """Run one git command on the mailbox; its standard output, or GitFailed."""
+    try:
+        done = subprocess.run(
+            ["git", "--git-dir", str(git_dir), *SAFE_CONFIG, *args],
+            input=stdin,
+            capture_output=True,
+            env=environment(env),
+            pass_fds=pass_fds,
+        )
+    except FileNotFoundError:
+        raise MailboxError("git was not found on PATH; gitmail reads the mailbox with it") from None
+    except OSError as error:
+        raise MailboxError(f"could not run git: {error.strerror or error}") from None
+    if done.returncode != 0:
+        command = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        raise GitFailed(command, done.returncode, done.stderr.decode(errors="replace"))
+    return done.stdout
+
+
+def parse_batch(out: bytes, count: int) -> list[bytes | None]:
+    """Contents from `git cat-file --batch` output for `count` requests; None where an object is missing."""
+    results: list[bytes | None] = []
+    at = 0
+    for _ in range(count):
+        end = out.index(b"\n", at)
+        header = out[at:end].split(b" ")
+        at = end + 1
+        if len(header) == 3 and header[2].isdigit():
+            size = int(header[2])
+            results.append(out[at : at + size])
+            at += size + 1
+        else:  # "<spec> missing" or "<spec> ambiguous"
+            results.append(None)
+    return results

@@ -1,0 +1,125 @@
+"""Where things are in a mailbox: which refs hold which messages in which state, and gitmail's own files. Pure.
+
+| ref | meaning |
+|---|---|
+| refs/gitmail/<repo>/inbox/<id> | directed mail pending for <repo> |
+| refs/gitmail/<repo>/archive/<id> | done or replied to |
+| refs/gitmail/_broadcast/active/<id> | a broadcast still handed out |
+| refs/gitmail/_broadcast/retracted/<id> | a retracted broadcast |
+| refs/gitmail/_damaged/<id> | a message set aside by `gitmail doctor --repair` |
+| refs/notes/gitmail-seen | notes on broadcast commits: the repos handed each one |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from typing import NamedTuple
+
+from gitmail.identity import RepoName
+from gitmail.message import ID_PATTERN
+
+ROOT = "refs/gitmail/"
+BROADCASTS = ROOT + "_broadcast/"
+DAMAGED = ROOT + "_damaged/"
+SEEN_NOTES = "refs/notes/gitmail-seen"
+OWN_DIR = "gitmail"  # gitmail's own files inside the repository: lock, journal, claims
+
+
+class State(Enum):
+    PENDING = "pending"
+    ARCHIVED = "archived"
+    BROADCAST = "broadcast"
+    RETRACTED = "retracted"
+
+
+def inbox_prefix(repo: RepoName) -> str:
+    return f"{ROOT}{repo.ref}/inbox/"
+
+
+def archive_prefix(repo: RepoName) -> str:
+    return f"{ROOT}{repo.ref}/archive/"
+
+
+def state_prefix(state: State, repo: RepoName | None = None) -> str:
+    if state is State.BROADCAST:
+        return BROADCASTS + "active/"
+    if state is State.RETRACTED:
+        return BROADCASTS + "retracted/"
+    assert repo is not None
+    return inbox_prefix(repo) if state is State.PENDING else archive_prefix(repo)
+
+
+class Located(NamedTuple):
+    """Where a message's ref says it is."""
+
+    ref: str
+    oid: str
+    id: str
+    state: State
+    recipient: RepoName | None  # None for broadcasts
+
+
+class Change(NamedTuple):
+    """One ref change: create (old None), update, or delete (new None)."""
+
+    ref: str
+    new: str | None
+    old: str | None
+
+
+_STATE_OF_FOLDER = {
+    "inbox": State.PENDING,
+    "archive": State.ARCHIVED,
+    "active": State.BROADCAST,
+    "retracted": State.RETRACTED,
+}
+# When a crash left one message under two refs, the later state is the true one.
+_PRECEDENCE = {State.PENDING: 0, State.BROADCAST: 0, State.ARCHIVED: 1, State.RETRACTED: 1}
+
+
+def locate(ref: str, oid: str) -> Located | None:
+    parts = ref[len(ROOT) :].split("/") if ref.startswith(ROOT) else []
+    if len(parts) != 3 or not ID_PATTERN.fullmatch(parts[2]) or parts[1] not in _STATE_OF_FOLDER:
+        return None
+    state = _STATE_OF_FOLDER[parts[1]]
+    if (parts[0] == "_broadcast") != (state in (State.BROADCAST, State.RETRACTED)):
+        return None
+    try:
+        recipient = None if parts[0] == "_broadcast" else RepoName.from_ref(parts[0])
+    except Exception:
+        return None
+    return Located(ref=ref, oid=oid, id=parts[2], state=state, recipient=recipient)
+
+
+def latest(places: Sequence[Located]) -> list[Located]:
+    """One place per message id: the later state wins over a leftover of an interrupted move."""
+    best: dict[str, Located] = {}
+    for place in places:
+        known = best.get(place.id)
+        if known is None or _PRECEDENCE[place.state] > _PRECEDENCE[known.state]:
+            best[place.id] = place
+    return list(best.values())
+
+
+def note_specs(notes_ref: str, oid: str) -> list[str]:
+    """Where the note on `oid` may be: libgit2 writes it at the top of the notes tree; git fans notes out into
+    subdirectories as they grow (after a sync, say)."""
+    return [f"{notes_ref}:{oid}", f"{notes_ref}:{oid[:2]}/{oid[2:]}", f"{notes_ref}:{oid[:2]}/{oid[2:4]}/{oid[4:]}"]
+
+
+def seen_specs(oid: str) -> list[str]:
+    return note_specs(SEEN_NOTES, oid)
+
+
+def note_lines(notes: Sequence[bytes | None]) -> set[str]:
+    """The lines of the first note found among the places `note_specs` names."""
+    text = next((n for n in notes if n is not None), b"")
+    return set(text.decode(errors="replace").splitlines())
+
+
+seen_set = note_lines
+
+
+def email(repo: RepoName) -> str:
+    return f"{repo.ref}@gitmail"
