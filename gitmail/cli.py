@@ -13,7 +13,7 @@ from gitmail import mailbox, render
 from gitmail.errors import ExitCode, GitmailError, UsageError
 from gitmail.identity import RepoName, repo_of, toplevel
 from gitmail.message import MAX_BODY_BYTES
-from gitmail.store import Store
+from gitmail.store import WRITE_WAIT, Store
 
 if TYPE_CHECKING:
     from gitmail import install as install_module
@@ -153,26 +153,30 @@ def inbox(
 ) -> None:
     """Show the repo's pending mail: directed messages until done or replied to, and broadcasts not yet handed
     to it (reading hands them over, unless --peek)."""
+    from gitmail import delivery
+    from gitmail.lock import Deadline
+
     who = _reader(repo)
     if who is None:
         return
     me, path = who
     box = Store()
-    mail = mailbox.inbox(box, repo=me, peek=peek, path=path)
+    reader = delivery.Reader(me, path, "cli", voice=render.Voice(command=delivery.own_command()))
+    shown = delivery.deliver(box, reader, delivery.Moment.INBOX, deadline=Deadline(WRITE_WAIT), budget=None, peek=peek)
     if json_output:
         print(
             render.dumps(
                 {
                     "repo": str(me),
-                    "directed": [render.as_json(e) for e in mail.directed],
-                    "broadcasts": [render.as_json(e) for e in mail.broadcasts],
-                    "unreadable": mail.unreadable,
-                    "claimed_by": mail.claimed_by,
+                    "directed": [render.as_json(e) for e in shown.shown.directed],
+                    "broadcasts": [render.as_json(e) for e in shown.shown.broadcasts],
+                    "unreadable": list(shown.mail.unreadable),
+                    "claimed_by": shown.mail.claimed_by,
                 }
             )
         )
-    elif mail.directed or mail.broadcasts or mail.unreadable:
-        print(render.framing(mail, claims=box.claims(), here=str(path) if path else None), end="")
+    elif shown.text:
+        print(shown.text, end="")
     else:
         _say(f"no mail for {str(me)!r}")
 
@@ -182,19 +186,44 @@ def done(
     ids: Annotated[
         list[str] | None, typer.Argument(help="Message ids (any unique prefix).", show_default=False)
     ] = None,
-    all_pending: Annotated[bool, typer.Option("--all", help="Mark all the repo's pending mail done.")] = False,
+    all_pending: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Mark done all pending mail a session of this repo was shown (never mail not yet seen)."
+        ),
+    ] = False,
     repo: RepoOption = None,
 ) -> None:
-    """Mark messages done (archived) without replying."""
+    """Mark messages done (archived) without replying. `gitmail reopen ID` undoes it."""
     if bool(ids) == all_pending:
         raise UsageError("name the messages to mark done, or pass --all (not both)")
     result = mailbox.done(Store(), repo=_writer(repo)[0], ids=ids or (), everything=all_pending)
-    if result.archived:
-        _say(f"archived {', '.join(result.archived)}")
+    for entry in result.archived:
+        _say(f"archived {_described(entry)}")
     if result.already:
         _say(f"nothing to do for {', '.join(result.already)}: already archived, or a broadcast")
-    if not result.archived and not result.already:
+    if result.unshown:
+        _say(
+            f"left pending {', '.join(result.unshown)}: no session here was shown "
+            + ("it" if len(result.unshown) == 1 else "them")
+            + " yet (read with `gitmail inbox`)"
+        )
+    if not result.archived and not result.already and not result.unshown:
         _say("no pending mail")
+
+
+@app.command()
+def reopen(
+    message_id: Annotated[str, typer.Argument(metavar="ID", help="A message id (any unique prefix).")],
+    repo: RepoOption = None,
+) -> None:
+    """Make an archived message pending again (undoes `done`, or the archiving a reply did)."""
+    entry = mailbox.reopen(Store(), repo=_writer(repo)[0], message_id=message_id)
+    _say(f"reopened {_described(entry)}")
+
+
+def _described(entry: mailbox.Entry) -> str:
+    return f"{entry.message.id} from {render.quote(entry.message.sender)}: {render.quote(entry.message.subject)}"
 
 
 @app.command()
@@ -311,4 +340,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `gitmail log | head`
         sys.stderr.close()
         return int(ExitCode.OK)
+    except Exception as error:  # a bug, or a failure nobody foresaw: one line here, the traceback in the log
+        from gitmail.hooks import report
+
+        where = report(error, "gitmail " + " ".join(argv or sys.argv[1:])).split(": ", 1)[-1]
+        _say(f"internal error: {where} Please report it.")
+        return int(ExitCode.INTERNAL)
     return result if isinstance(result, int) else int(ExitCode.OK)

@@ -7,6 +7,7 @@ class ExitCode(IntEnum):
     OK = 0
     RUNTIME = 1  # the command was well formed but could not be carried out
     USAGE = 2  # the command itself was wrong
+    INTERNAL = 3  # gitmail itself failed unexpectedly; the details are in gitmail.log beside the mailbox
 
 
 class GitmailError(Exception):

@@ -1,7 +1,11 @@
-"""Hook entry points for host programs (Claude Code, Codex): read the host's JSON on stdin, answer in its format.
+"""Hook entry points for host programs (Claude Code, Codex): read the host's JSON on stdin, ask the delivery policy,
+answer in the host's format. `gitmail hook MOMENT --host HOST`, where MOMENT is one of session-start, tool, prompt,
+stop, wake.
 
-Runs at every session start, so it imports no command-line library, and it never fails a session: whatever goes
-wrong, it exits 0, says at most one short factual line to the session, and logs the details next to the mailbox.
+Runs at every session start (and, behind the shell pre-check in hook.sh, whenever something new may have arrived),
+so it imports no command-line library, and it never fails a session: whatever goes wrong, it exits 0 (2 only to
+wake an idle Claude Code session, which is how that host is asked to start a turn), says at most one short
+factual line to the session, and logs the details next to the mailbox.
 """
 
 from __future__ import annotations
@@ -11,115 +15,184 @@ import os
 import sys
 from typing import Any
 
-LOCK_WAIT = 1.5  # seconds a session start may wait for another gitmail writer
-EVENTS = {"session-start": "SessionStart"}
+LOCK_WAIT = 1.5  # seconds one hook run may wait for the mailbox, all waits together
+HOSTS = ("claude", "codex")
+MOMENTS = {  # our name -> the host event it answers by default
+    "session-start": "SessionStart",
+    "tool": "PostToolUse",
+    "prompt": "UserPromptSubmit",
+    "stop": "Stop",
+    "wake": "FileChanged",
+}
+WAKE_EXIT = 2  # Claude Code starts a new turn when an asyncRewake hook exits 2; its stderr reaches the model
+MAX_PAYLOAD = 1 << 24  # a host payload larger than this is not read whole (a tool's output can be large)
+
+
+class Answer:
+    """What the hook prints and how it exits."""
+
+    def __init__(self, stdout: dict[str, Any] | None = None, stderr: str | None = None, code: int = 0) -> None:
+        self.stdout, self.stderr, self.code = stdout, stderr, code
 
 
 def main(argv: list[str]) -> int:
-    event = argv[0] if argv else ""
-    for extra in argv[1:]:
-        _warn(f"ignoring unknown argument {extra!r}")
-    if event not in EVENTS:
-        _warn(f"unknown hook {event!r}; known: {', '.join(EVENTS)}")
+    moment, host, watch, problems = _arguments(argv)
+    for problem in problems:
+        _warn(problem)
+    if moment is None:
         return 0
     try:
-        text = session_start(_stdin())
+        answer = run(moment, host, _stdin(), watch=watch)
     except Exception as error:  # a hook must never break the session it serves
-        text = _report(error)
-    if text:
-        envelope = {"hookSpecificOutput": {"hookEventName": EVENTS[event], "additionalContext": text}}
-        try:
-            sys.stdout.write(json.dumps(envelope, ensure_ascii=False) + "\n")
-            sys.stdout.flush()
-        except OSError:
-            pass  # the host stopped listening
-    return 0
+        answer = _failure(moment, host, error)
+    return _emit(answer)
 
 
-def session_start(raw: str) -> str | None:
-    """The framed pending mail for the session's repository, or None when there is nothing to say."""
-    from gitmail import mailbox, render
-    from gitmail.errors import MailboxBusy
+def _arguments(argv: list[str]) -> tuple[str | None, str, bool, list[str]]:
+    moment = argv[0] if argv else ""
+    host, watch, problems = "claude", False, []
+    rest = iter(argv[1:])
+    for extra in rest:
+        if extra == "--host":
+            host = next(rest, "claude")
+        elif extra == "--watch":
+            watch = True
+        else:
+            problems.append(f"ignoring unknown argument {extra!r}")
+    if host not in HOSTS:
+        problems.append(f"unknown host {host!r}; answering as Claude Code")
+        host = "claude"
+    if moment not in MOMENTS:
+        problems.append(f"unknown hook {moment!r}; known: {', '.join(MOMENTS)}")
+        return None, host, watch, problems
+    return moment, host, watch, problems
+
+
+def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer:
+    """One hook run: the payload in, the host's answer out."""
+    from gitmail import delivery, render, stamps
     from gitmail.identity import RepoName, name_problem, toplevel
+    from gitmail.lock import Deadline
     from gitmail.store import Store
 
+    deadline = Deadline(LOCK_WAIT)
+    moment = delivery.Moment(moment_name)
     payload = _payload(raw)
+    event = str(payload.get("hook_event_name") or MOMENTS[moment_name])
     if payload.get("agent_id"):  # a subagent's event: the main session's mail is not for it
-        return None
-    cwd = payload.get("cwd")
-    top = toplevel(cwd if isinstance(cwd, str) and cwd else os.getcwd())
+        return Answer()
+    top = toplevel(_cwd(payload))
     if top is None or name_problem(top.name):
-        return None
+        return Answer()
     repo = RepoName(top.name)
     store = Store()
     if not store.exists():
-        return None
-    claimed_by = None
-    busy = False  # once the lock has been waited for in vain, this session start waits no more
+        return Answer()
+    session = payload.get("session_id")
+    reader = delivery.Reader(
+        repo=repo,
+        here=top,
+        host=host,
+        session=session if isinstance(session, str) else None,
+        voice=render.Voice(command=delivery.own_command()),
+    )
+    channel = delivery.Channel.CONTEXT
+    if moment is delivery.Moment.WAKE or (moment is delivery.Moment.STOP and host == "codex"):
+        channel = delivery.Channel.NOTICE  # these hosts carry it as a user turn: gitmail's own words only
+    result = delivery.deliver(
+        store,
+        reader,
+        moment,
+        channel=channel,
+        deadline=deadline,
+        continuing=payload.get("stop_hook_active") is True,
+    )
+    watched = [str(p) for p in stamps.ensure(store.path, repo)] if watch and host == "claude" else []
+    return answer(host, moment, event, result.text, watched)
+
+
+def answer(host: str, moment: Any, event: str, text: str | None, watched: list[str]) -> Answer:
+    """The host's format for this moment."""
+    name = moment.value
+    if name == "wake":
+        return Answer(stderr=text, code=WAKE_EXIT) if text else Answer()
+    if name == "stop" and host == "codex":
+        return Answer({"decision": "block", "reason": text}) if text else Answer()
+    specific: dict[str, Any] = {"hookEventName": event}
+    if text:
+        specific["additionalContext"] = text
+    if watched and name == "session-start":
+        specific["watchPaths"] = watched
+    return Answer({"hookSpecificOutput": specific}) if len(specific) > 1 else Answer()
+
+
+def _cwd(payload: dict[str, Any]) -> str:
+    cwd = payload.get("cwd")
+    if isinstance(cwd, str) and cwd:
+        return cwd
     try:
-        claimed_by = mailbox.claim(store, repo=repo, path=top, timeout=LOCK_WAIT)
-    except MailboxBusy:
-        busy = True  # recording who uses the name can wait for the next session
-    mail = mailbox.pending(store, repo=repo, timeout=0 if busy else LOCK_WAIT)._replace(claimed_by=claimed_by)
-    if not (mail.directed or mail.broadcasts or mail.unreadable):
-        return None
-    claims = store.claims()
-    chosen = render.select(mail, claims=claims, here=str(top))
-    handed: list[mailbox.Entry] = []
-    failed = None  # why the chosen broadcasts were not handed over; they come next session
-    if chosen.broadcasts and not busy:
-        try:
-            handed = mailbox.hand_over(store, repo=repo, broadcasts=chosen.broadcasts, timeout=LOCK_WAIT)
-        except MailboxBusy:
-            busy = True
-        except Exception as error:  # no pygit2 to write with, say: directed mail is still delivered
-            _report(error)
-            failed = "the mailbox could not be written"
-    if chosen.broadcasts and busy:
-        failed = "the mailbox was busy"
-    note = f"{failed}, so new broadcasts were not handed over; they come next time." if failed else None
-    shown = render.Selection(chosen.directed, handed, chosen.summarised)
-    if not (shown.directed or shown.broadcasts or mail.unreadable or note):
-        return None
-    return render.framing(mail, shown, claims=claims, here=str(top), note=note)
+        return os.getcwd()
+    except OSError:  # the working directory was deleted
+        return os.environ.get("PWD", "/")
 
 
 def _stdin() -> str:
     if sys.stdin is None or sys.stdin.isatty():
         return ""
-    return sys.stdin.read()
+    try:
+        return sys.stdin.buffer.read(MAX_PAYLOAD).decode("utf-8", errors="replace")
+    except (OSError, ValueError):
+        return ""
 
 
 def _payload(raw: str) -> dict[str, Any]:
     try:
         payload = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        _warn("the hook input is not JSON; using the current directory")
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return {}
     return payload if isinstance(payload, dict) else {}
 
 
-def _report(error: Exception) -> str:
-    """Log the details; tell the session in one line that mail could not be checked."""
+def _failure(moment: str, host: str, error: Exception) -> Answer:
+    """Log the details; tell the session in one line that mail could not be checked (only where the session is
+    told things anyway: at session start, never in the middle of its work)."""
+    text = report(error, moment)
+    if moment != "session-start":
+        return Answer()
+    return Answer({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}})
+
+
+def report(error: BaseException, where: str) -> str:
+    """Log an unexpected failure with its traceback beside the mailbox; one line saying so."""
     import time
     import traceback
 
-    from gitmail.store import default_path
-
     detail = "".join(traceback.format_exception(error))
+    reason = (str(error).splitlines() or [type(error).__name__])[0]
     try:
+        from gitmail.store import default_path
+
         log = default_path().parent / "gitmail.log"
         if log.parent.is_dir():
             with open(log, "a", encoding="utf-8") as handle:
-                handle.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} session-start: {detail}\n")
-    except (OSError, RuntimeError):  # RuntimeError: no home directory to find the log in
-        return f"gitmail could not check this repository's mail: {_reason(error)}."
-    return f"gitmail could not check this repository's mail: {_reason(error)} (details: {log})."
+                handle.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} {where}: {detail}\n")
+            return f"gitmail could not check this repository's mail: {reason} (details: {log})."
+    except Exception:  # no home directory, an unusable GITMAIL_DIR, a full disk: the one line is enough
+        pass
+    return f"gitmail could not check this repository's mail: {reason}."
 
 
-def _reason(error: Exception) -> str:
-    lines = str(error).splitlines()
-    return lines[0] if lines else type(error).__name__
+def _emit(answer: Answer) -> int:
+    try:
+        if answer.stdout is not None:
+            sys.stdout.write(json.dumps(answer.stdout, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        if answer.stderr:
+            sys.stderr.write(answer.stderr + "\n")
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        return 0  # the host stopped listening
+    return answer.code
 
 
 def _warn(text: str) -> None:

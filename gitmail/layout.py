@@ -6,7 +6,7 @@
 | refs/gitmail/<repo>/archive/<id> | done or replied to |
 | refs/gitmail/_broadcast/active/<id> | a broadcast still handed out |
 | refs/gitmail/_broadcast/retracted/<id> | a retracted broadcast |
-| refs/gitmail/_damaged/<id> | a message set aside by `gitmail doctor --repair` |
+| refs/gitmail/_damaged/<repo>/<folder>/<id> | a message ref set aside as damaged (`gitmail doctor --repair`) |
 | refs/notes/gitmail-seen | notes on broadcast commits: the repos handed each one |
 """
 
@@ -92,6 +92,11 @@ def locate(ref: str, oid: str) -> Located | None:
     return Located(ref=ref, oid=oid, id=parts[2], state=state, recipient=recipient)
 
 
+def damaged_ref(ref: str) -> str:
+    """Where a damaged message ref is set aside: the same path below refs/gitmail/_damaged/."""
+    return DAMAGED + ref[len(ROOT) :]
+
+
 def latest(places: Sequence[Located]) -> list[Located]:
     """One place per message id: the later state wins over a leftover of an interrupted move."""
     best: dict[str, Located] = {}
@@ -116,9 +121,6 @@ def note_lines(notes: Sequence[bytes | None]) -> set[str]:
     """The lines of the first note found among the places `note_specs` names."""
     text = next((n for n in notes if n is not None), b"")
     return set(text.decode(errors="replace").splitlines())
-
-
-seen_set = note_lines
 
 
 def email(repo: RepoName) -> str:

@@ -12,15 +12,17 @@ This is the Python API the command line and the hooks call:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from gitmail.errors import GitmailError, MailboxBusy, NotFound, UsageError
+from gitmail import receipts, stamps
+from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
 from gitmail.identity import RepoName
 from gitmail.layout import (
     BROADCASTS,
     ROOT,
+    SEEN_NOTES,
     Change,
     Located,
     State,
@@ -29,10 +31,12 @@ from gitmail.layout import (
     inbox_prefix,
     latest,
     locate,
-    seen_set,
+    note_lines,
+    note_specs,
     seen_specs,
     state_prefix,
 )
+from gitmail.lock import Deadline
 from gitmail.message import (
     BROADCAST,
     DOCUMENT_NAME,
@@ -46,7 +50,8 @@ from gitmail.message import (
     parse,
     reply_subject,
 )
-from gitmail.store import Store
+from gitmail.receipts import RECEIPTS_NOTES
+from gitmail.store import WRITE_WAIT, Store, Writer
 
 
 class Entry(NamedTuple):
@@ -64,13 +69,15 @@ class Pending(NamedTuple):
     repo: RepoName
     directed: Sequence[Entry] = ()  # oldest first
     broadcasts: Sequence[Entry] = ()  # oldest first
-    unreadable: Sequence[str] = ()  # ids whose document does not parse
+    unreadable: Sequence[str] = ()  # ids whose commit or document cannot be read
     claimed_by: str | None = None  # another path that uses the same repo name, when there is one
+    receipted: frozenset[str] = frozenset()  # ids already put in front of a session of this repo once
 
 
 class DoneResult(NamedTuple):
-    archived: Sequence[str] = ()
+    archived: Sequence[Entry] = ()
     already: Sequence[str] = ()  # already archived, or broadcasts (nothing to archive)
+    unshown: Sequence[str] = ()  # `everything`: pending mail no session of this repo was shown yet, left alone
 
 
 def open_mailbox(path: str | os.PathLike[str] | None = None) -> Store:
@@ -103,6 +110,7 @@ def send(
         writer.apply(
             [Change(inbox_prefix(recipient) + message.id, oid, None)], f"gitmail: {message.sender} sent {message.id}"
         )
+    stamps.bump(store.path, [recipient], message.id)
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -117,6 +125,7 @@ def broadcast(
         oid = writer.commit(message)
         writer.apply([Change(active + message.id, oid, None)], f"gitmail: {message.sender} broadcast {message.id}")
         writer.add_seen([oid], message.sender, message.date)
+    stamps.bump(store.path, [None], message.id)
     return Entry(message, State.BROADCAST, oid, None)
 
 
@@ -152,7 +161,10 @@ def reply(
         mine = inbox_prefix(me) + first.id
         if writer.target(mine) == original.oid:
             changes += [Change(archive_prefix(me) + first.id, original.oid, None), Change(mine, None, original.oid)]
+        record = receipts.Record(receipts.REPLIED, str(me), message.date, reply=message.id)
+        changes += _receipts(writer, {original.oid: [record]}, me)
         writer.apply(changes, f"gitmail: {me} replied to {first.id} with {message.id}")
+    stamps.bump(store.path, [recipient], message.id)
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -188,6 +200,8 @@ def _compose(
     reply_to: str | None = None,
 ) -> Message:
     """Validate everything before anything is written."""
+    if when is not None and when.utcoffset() is None:
+        raise UsageError("a message's time must carry a timezone (a naive datetime could never be read back)")
     return Message(
         id=new_id(),
         sender=RepoName.parse(sender),
@@ -205,63 +219,111 @@ def _unique(target: Callable[[str], str | None], message: Message, prefix: str) 
     return message
 
 
-# -- reading ---------------------------------------------------------------------------------------------------
+# -- reading and handing over ----------------------------------------------------------------------------------
 
 
-def pending(store: Store, *, repo: str, timeout: float = 10.0) -> Pending:
-    """A repo's pending directed mail and the broadcasts not yet handed to it. Writes nothing (unless a writer
-    died mid-change: that change is finished first)."""
+def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: Deadline | None = None) -> Pending:
+    """A repo's pending directed mail and the broadcasts not yet handed to it, with which of them a session of
+    this repo was already shown. Writes nothing (unless a writer died mid-change: that change is finished first,
+    when this process may write and the lock comes free in time)."""
     me = RepoName.parse(repo)
     if not store.exists():
         return Pending(me)
-    if (store.own_dir / "journal").exists():
+    if (store.own_dir / "journal").exists() and store.writable():
         try:
-            with store.locked(timeout=timeout):
+            with store.locked(deadline=deadline or Deadline(timeout)):
                 pass  # a writer died mid-change: the lock finishes it
-        except MailboxBusy:
+        except MailboxError:
             pass  # a live writer holds the lock and will finish it; reading meanwhile is safe
     places = store.refs(inbox_prefix(me), state_prefix(State.BROADCAST))
     broadcast_places = [p for p in places if p.state is State.BROADCAST]
-    documents = store.read(
-        [f"{p.oid}:{DOCUMENT_NAME}" for p in places] + [s for p in broadcast_places for s in seen_specs(p.oid)]
-    )
+    specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places]
+    specs += [s for p in broadcast_places for s in seen_specs(p.oid)]
+    specs += [s for p in places for s in note_specs(RECEIPTS_NOTES, p.oid)]
+    documents = store.read(specs)
     entries, unreadable = _entries(places, documents[: len(places)])
-    notes = documents[len(places) :]
-    seen = {p.oid: seen_set(notes[3 * i : 3 * i + 3]) for i, p in enumerate(broadcast_places)}
+    notes = documents[len(places) : len(places) + 3 * len(broadcast_places)]
+    seen = {p.oid: note_lines(notes[3 * i : 3 * i + 3]) for i, p in enumerate(broadcast_places)}
+    receipt_notes = documents[len(places) + 3 * len(broadcast_places) :]
+    receipted = frozenset(
+        p.id
+        for i, p in enumerate(places)
+        if receipts.delivered(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), str(me))
+    )
     directed = [e for e in entries if e.state is State.PENDING]
     broadcasts = [e for e in entries if e.state is State.BROADCAST and e.message.sender != me and me not in seen[e.oid]]
-    return Pending(me, _oldest_first(directed), _oldest_first(broadcasts), unreadable)
+    return Pending(me, _oldest_first(directed), _oldest_first(broadcasts), unreadable, receipted=receipted)
+
+
+def record_shown(
+    store: Store,
+    *,
+    repo: str,
+    shown: Sequence[Entry],
+    broadcasts: Sequence[Entry] = (),
+    host: str,
+    moment: str,
+    when: datetime | None = None,
+    timeout: float = WRITE_WAIT,
+    deadline: Deadline | None = None,
+) -> list[Entry]:
+    """One write for one showing: hand these broadcasts over to `repo` and record a delivery receipt for every
+    message shown to it for the first time. Returns the broadcasts this call handed over: one retracted or handed
+    to the same repo by a concurrent reader meanwhile is left out, so each repo gets each one once."""
+    me = RepoName.parse(repo)
+    if not shown and not broadcasts:
+        return []
+    when = when or now()
+    with store.writing(actor=me, deadline=deadline or Deadline(timeout)) as writer:
+        active = [e for e in broadcasts if writer.target(state_prefix(State.BROADCAST) + e.message.id) == e.oid]
+        seen, added = writer.note_lines(SEEN_NOTES, {e.oid: [str(me)] for e in active}, who=me, when=when)
+        handed = [e for e in active if e.oid in added]
+        record = receipts.Record(receipts.DELIVERED, str(me), when, host=host, moment=moment)
+        changes = [c for c in [seen] if c is not None]
+        changes += _receipts(writer, {e.oid: [record] for e in [*shown, *handed]}, me, only_first=True)
+        if changes:
+            writer.apply(changes, f"gitmail: shown to {me} ({host}, {moment})")
+    return handed
 
 
 def hand_over(
-    store: Store, *, repo: str, broadcasts: Sequence[Entry], when: datetime | None = None, timeout: float = 10.0
+    store: Store, *, repo: str, broadcasts: Sequence[Entry], when: datetime | None = None, timeout: float = WRITE_WAIT
 ) -> list[Entry]:
-    """Record `repo` as handed these broadcasts. Returns the ones this call handed over: a broadcast retracted or
-    handed to the same repo by a concurrent reader meanwhile is left out, so each repo gets each one once."""
+    """Record `repo` as handed these broadcasts (and shown them); see `record_shown`."""
+    return record_shown(
+        store, repo=repo, shown=(), broadcasts=broadcasts, host="api", moment="inbox", when=when, timeout=timeout
+    )
+
+
+def inbox(
+    store: Store,
+    *,
+    repo: str,
+    peek: bool = False,
+    path: str | os.PathLike[str] | None = None,
+    host: str = "api",
+) -> Pending:
+    """Pending mail, all of it shown: unless `peek`, the unseen broadcasts are handed over and delivery receipts
+    are recorded. With `path` (where the reading repository is), the name's first user is recorded, or reported
+    if another."""
     me = RepoName.parse(repo)
-    if not broadcasts:
-        return []
-    with store.writing(actor=me, timeout=timeout) as writer:
-        active = [e for e in broadcasts if writer.target(state_prefix(State.BROADCAST) + e.message.id) == e.oid]
-        added = set(writer.add_seen([e.oid for e in active], me, when or now()))
-    return [e for e in active if e.oid in added]
-
-
-def inbox(store: Store, *, repo: str, peek: bool = False, path: str | os.PathLike[str] | None = None) -> Pending:
-    """Pending mail; unless `peek`, the unseen broadcasts are handed over (recorded as seen) by this read.
-    With `path` (where the reading repository is), the name's first user is recorded, or reported if another."""
-    claimed_by = claim(store, repo=RepoName.parse(repo), path=path) if path is not None and store.exists() else None
-    mail = pending(store, repo=repo)._replace(claimed_by=claimed_by)
-    if peek or not mail.broadcasts:
+    claimed_by = claim(store, repo=me, path=path) if path is not None and store.exists() else None
+    mail = pending(store, repo=me)._replace(claimed_by=claimed_by)
+    if peek or not (mail.broadcasts or set(ids_of(mail.directed)) - mail.receipted):
         return mail
-    return mail._replace(broadcasts=hand_over(store, repo=repo, broadcasts=mail.broadcasts))
+    unreceipted = [e for e in mail.directed if e.message.id not in mail.receipted]
+    handed = record_shown(store, repo=me, shown=unreceipted, broadcasts=mail.broadcasts, host=host, moment="inbox")
+    return mail._replace(broadcasts=handed)
 
 
-def claim(store: Store, *, repo: RepoName, path: str | os.PathLike[str], timeout: float = 10.0) -> str | None:
-    """Record the first path that uses a repo name; return the recorded path when it is another one."""
+def claim(store: Store, *, repo: RepoName, path: str | os.PathLike[str], timeout: float = WRITE_WAIT) -> str | None:
+    """Record the first path that uses a repo name; return the recorded path when it is another one. A mailbox
+    this process cannot write is read without recording anything."""
     here = os.path.realpath(path)
     first = store.claims().get(repo)
     if first is None:
+        if not store.writable():
+            return None
         with store.locked(timeout=timeout):
             claims = store.claims()
             first = claims.setdefault(repo, here)
@@ -275,7 +337,9 @@ def show(store: Store, message_id: str) -> Entry:
     place = resolve(store, message_id)
     entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]))
     if unreadable:
-        raise GitmailError(f"message {place.id} is stored but its document cannot be read")
+        raise GitmailError(
+            f"message {place.id} is stored but cannot be read (its commit or document is damaged); run `gitmail doctor`"
+        )
     return entries[0]
 
 
@@ -292,17 +356,23 @@ def resolve(store: Store, message_id: str) -> Located:
     return places[0]
 
 
+# -- handling ----------------------------------------------------------------------------------------------------
+
+
 def done(store: Store, *, repo: str, ids: Sequence[str] = (), everything: bool = False) -> DoneResult:
     """Archive directed mail without replying. Already archived mail and broadcasts are reported, not errors;
-    another repo's message is refused, and then nothing is archived."""
+    another repo's message is refused, and then nothing is archived. `everything` archives the pending mail a
+    session of this repo was shown, never mail that arrived unseen (that is reported as `unshown`)."""
     me = RepoName.parse(repo)
+    unshown: list[str] = []
     if everything:
-        places = store.refs(inbox_prefix(me))
+        mail = pending(store, repo=me)
+        places = [p for p in store.refs(inbox_prefix(me)) if p.id in mail.receipted]
+        unshown = sorted(set(ids_of(mail.directed)) - mail.receipted)
     else:
         if not ids:
             raise UsageError("name the messages to mark done, or pass --all")
         places = [resolve(store, i) for i in ids]
-    archived: list[str] = []
     already: list[str] = []
     todo: dict[str, Located] = {}
     for place in places:
@@ -318,18 +388,77 @@ def done(store: Store, *, repo: str, ids: Sequence[str] = (), everything: bool =
         else:
             todo[place.id] = place
     if not todo:
-        return DoneResult(archived, already)
+        return DoneResult((), already, unshown)
+    entries = {e.message.id: e for e in _entries(list(todo.values()), _documents(store, todo.values()))[0]}
+    archived: list[Entry] = []
     with store.writing(actor=me) as writer:
         changes: list[Change] = []
         for place in todo.values():
             if writer.target(place.ref) != place.oid:  # a concurrent `done` got there first
                 already.append(place.id)
                 continue
-            changes += [Change(archive_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
-            archived.append(place.id)
+            if place.id not in entries:  # its commit is gone: it can only be set aside
+                changes += _set_aside(writer, place)
+            else:
+                changes += [Change(archive_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
+                archived.append(entries[place.id]._replace(state=State.ARCHIVED, recipient=me))
+        record = receipts.Record(receipts.DONE, str(me), now())
+        changes += _receipts(writer, {e.oid: [record] for e in archived}, me)
         if changes:
-            writer.apply(changes, f"gitmail: {me} marked done {' '.join(archived)}")
-    return DoneResult(archived, already)
+            writer.apply(changes, f"gitmail: {me} marked done {' '.join(todo)}")
+    return DoneResult(archived, already, unshown)
+
+
+def reopen(store: Store, *, repo: str, message_id: str) -> Entry:
+    """Undo a done (or a reply's archiving): the message is pending again for `repo`."""
+    me = RepoName.parse(repo)
+    place = resolve(store, message_id)
+    if place.recipient is None:
+        raise GitmailError(f"{place.id} is a broadcast; only directed mail is archived and reopened")
+    if place.recipient != me:
+        raise GitmailError(f"{place.id} is addressed to {place.recipient!r}, not to {me!r}; only it can reopen it")
+    if place.state is State.PENDING:
+        raise GitmailError(f"{place.id} is already pending")
+    entry = show(store, place.id)
+    with store.writing(actor=me) as writer:
+        if writer.target(place.ref) != place.oid:
+            raise GitmailError(f"{place.id} changed while reopening it; try again")
+        changes = [Change(inbox_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
+        changes += _receipts(writer, {place.oid: [receipts.Record(receipts.REOPENED, str(me), now())]}, me)
+        writer.apply(changes, f"gitmail: {me} reopened {place.id}")
+    return entry._replace(state=State.PENDING)
+
+
+def _receipts(
+    writer: Writer, records: dict[str, list[receipts.Record]], who: RepoName, *, only_first: bool = False
+) -> list[Change]:
+    """The ref change that adds these receipt records (none when there is nothing new). With `only_first`, a
+    "delivered" record is added only where the repo has none yet: later showings add nothing."""
+    lines: dict[str, list[str]] = {}
+    for oid, wanted in records.items():
+        if only_first:
+            old = receipts.parse(writer.objects.note(writer.target(RECEIPTS_NOTES), oid).splitlines())
+            wanted = [r for r in wanted if not receipts.delivered(old, r.repo)]
+        if wanted:
+            lines[oid] = [r.line() for r in wanted]
+    if not lines:
+        return []
+    change, _ = writer.note_lines(RECEIPTS_NOTES, lines, who=who, when=now(), fan_out=True)
+    return [change] if change is not None else []
+
+
+def _set_aside(writer: Writer, place: Located) -> list[Change]:
+    """A message ref whose commit is gone cannot be archived (git refuses a ref to a missing object): its ref is
+    removed and a record of it kept under refs/gitmail/_damaged/, with the reason and the lost commit id."""
+    return writer.set_aside(place.ref, place.oid, f"message {place.id}")
+
+
+def ids_of(entries: Sequence[Entry]) -> list[str]:
+    return [e.message.id for e in entries]
+
+
+def _documents(store: Store, places: Iterable[Located]) -> list[bytes | None]:
+    return store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places])
 
 
 def log(

@@ -34,6 +34,7 @@ MAILBOX_CONFIG = {
 
 def init(path: Path) -> None:
     """A new bare mailbox repository at `path` (a fresh directory), configured."""
+    _pygit2()
     import pygit2
 
     _isolate(pygit2)
@@ -50,8 +51,18 @@ def configure(repo: pygit2.Repository) -> None:
             repo.config[key] = value
 
 
+def _pygit2() -> None:
+    try:
+        import pygit2  # noqa: F401
+    except ImportError:
+        raise MailboxError(
+            "writing the mailbox needs the pygit2 package, which this Python lacks (pip install gitmail)"
+        ) from None
+
+
 @contextmanager
 def repository(path: Path) -> Iterator[pygit2.Repository]:
+    _pygit2()
     import pygit2
     from pygit2.enums import Option, RepositoryOpenFlag
 
@@ -110,9 +121,11 @@ class Objects:
         who: RepoName,
         when: datetime,
         text: str,
+        fan_out: bool = False,
     ) -> str:
         """A notes commit on top of `parent` in which each annotated object id in `notes` gets the given note
-        (replacing any old one). Notes are found wherever git's fan-out put them, and written where they were."""
+        (replacing any old one). A note is rewritten where git's fan-out put it; a new one goes to the top of the
+        tree, or (`fan_out`, for notes that will number as many as the messages) under its first two digits."""
         import pygit2
         from pygit2.enums import FileMode
 
@@ -122,19 +135,32 @@ class Objects:
             fanned: dict[str, pygit2.TreeBuilder] = {}
             for oid, note in notes.items():
                 blob = self.repo.create_blob(note.encode())
-                directory = oid[:2] if root is not None and oid[:2] in root else None
-                if directory is None:
+                fanned_before = root is not None and oid[:2] in root
+                at_top = root is not None and oid in root
+                if at_top or not (fanned_before or fan_out):
                     top.insert(oid, blob, FileMode.BLOB)
                     continue
-                assert root is not None
+                directory = oid[:2]
                 if directory not in fanned:
-                    fanned[directory] = self.repo.TreeBuilder(root[directory].peel(pygit2.Tree))
+                    existing = root[directory].peel(pygit2.Tree) if root is not None and fanned_before else None
+                    fanned[directory] = (
+                        self.repo.TreeBuilder(existing) if existing is not None else self.repo.TreeBuilder()
+                    )
                 fanned[directory].insert(oid[2:], blob, FileMode.BLOB)
             for directory, builder in fanned.items():
                 top.insert(directory, builder.write(), FileMode.TREE)
             author = signature(who, when)
             commit = self.repo.create_commit(None, author, author, text, top.write(), [parent] if parent else [])
         return str(commit)
+
+    def record(self, text: str, *, who: RepoName) -> str:
+        """A commit that only says something (its tree is empty): what stands in for a lost message."""
+        from datetime import UTC, datetime
+
+        with self._failing_as_mailbox_errors():
+            author = signature(who, datetime.now(UTC))
+            tree = self.repo.TreeBuilder().write()
+            return str(self.repo.create_commit(None, author, author, text, tree, []))
 
     def note(self, tip: str | None, oid: str) -> str:
         """The note on `oid` in the notes tree at `tip` ('' when there is none)."""

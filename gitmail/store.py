@@ -13,7 +13,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from gitmail import gitcmd, lock
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
 from gitmail.identity import RepoName
-from gitmail.layout import OWN_DIR, SEEN_NOTES, Change, Located, email, locate
+from gitmail.layout import OWN_DIR, SEEN_NOTES, Change, Located, damaged_ref, email, locate
 from gitmail.lock import Deadline
 
 if TYPE_CHECKING:
@@ -302,18 +302,43 @@ class Writer:
     def add_seen(self, oids: Sequence[str], repo: RepoName, when: datetime) -> list[str]:
         """Record `repo` in the seen-sets of these broadcasts; return those it was not in yet. A seen-set is the
         note on the broadcast's commit, sorted unique lines, so git can merge two copies as a union."""
-        parent = self.target(SEEN_NOTES)
+        change, added = self.note_lines(SEEN_NOTES, {oid: [str(repo)] for oid in oids}, who=repo, when=when)
+        if change is not None:
+            self.apply([change], f"gitmail: {repo} was handed {' '.join(added)}")
+        return added
+
+    def note_lines(
+        self,
+        notes_ref: str,
+        additions: Mapping[str, Sequence[str]],
+        *,
+        who: RepoName,
+        when: datetime,
+        fan_out: bool = False,
+    ) -> tuple[Change | None, list[str]]:
+        """A notes commit adding these lines to the notes on these objects (kept sorted and unique, so copies
+        merge as a union), and the ref change that would publish it; None and [] when every line is there."""
+        parent = self.target(notes_ref)
         notes: dict[str, str] = {}
-        for oid in oids:
+        for oid, lines in additions.items():
             old = set(self.objects.note(parent, oid).splitlines())
-            if str(repo) not in old:
-                notes[oid] = "".join(f"{name}\n" for name in sorted(old | {str(repo)}))
+            if not set(lines) <= old:
+                notes[oid] = "".join(f"{line}\n" for line in sorted(old | set(lines)))
         if not notes:
-            return []
-        text = f"gitmail: {repo} was handed {' '.join(notes)}\n"
-        commit = self.objects.notes_commit(parent, notes, who=repo, when=when, text=text)
-        self.apply([Change(SEEN_NOTES, commit, parent)], text.strip())
-        return list(notes)
+            return None, []
+        text = f"gitmail: notes for {' '.join(notes)} by {who}\n"
+        commit = self.objects.notes_commit(parent, notes, who=who, when=when, text=text, fan_out=fan_out)
+        return Change(notes_ref, commit, parent), list(notes)
+
+    def set_aside(self, ref: str, oid: str, what: str) -> list[Change]:
+        """The changes that move a damaged message ref out of every listing, into refs/gitmail/_damaged/, never
+        deleting what is known of it. A ref whose commit is gone cannot point anywhere (git refuses a ref to a
+        missing object): a small commit recording the ref and the lost commit id stands in for it."""
+        kept = oid
+        if self.store.missing([oid]):
+            text = f"gitmail: {what} set aside: {ref} pointed at {oid}, which the mailbox no longer has\n"
+            kept = self.objects.record(text, who=self.actor)
+        return [Change(damaged_ref(ref), kept, None), Change(ref, None, oid)]
 
     def maintain(self) -> None:
         """Pack loose objects and refs once enough have piled up (git gc's own measure), still under the lock."""

@@ -97,14 +97,16 @@ class RepoFactory:
 def run_gitmail(
     *args: str, cwd: Path, stdin: bytes | str | None = None, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    """The installed program, as a user or a host runs it: a separate process."""
+    """The installed program, as a user or a host runs it: a separate process, with the virtualenv's commands on
+    PATH as when it is active."""
     data = stdin.encode() if isinstance(stdin, str) else stdin
+    env = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""), **(env or {})}
     done = subprocess.run(
         [sys.executable, "-m", "gitmail", *args],
         cwd=cwd,
         input=data if data is not None else b"",
         capture_output=True,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **env},
         timeout=timeout,
     )
     return subprocess.CompletedProcess(

@@ -69,7 +69,7 @@ def test_inbox_shows_the_framing_and_done_archives(cli: CliRunner, api: Path, we
     assert f'--- message 1 of 1: id {message_id} · directed to "web" · from "api" (PEER)' in inbox.out
     assert "> Details\n" in inbox.out
     done = cli("done", message_id[:6], cwd=web)
-    assert (done.code, done.out, done.err) == (0, "", f"gitmail: archived {message_id}\n")
+    assert (done.code, done.out, done.err) == (0, "", f'gitmail: archived {message_id} from "api": "Schema v2"\n')
     again = cli("done", message_id, cwd=web)
     assert again.code == 0 and "already archived" in again.err
     empty = cli("inbox", cwd=web)

@@ -52,7 +52,7 @@ ids = sys.argv[2].split(",")
 random.shuffle(ids)
 archived = []
 for chunk in (ids[:10], ids[10:20], ids[20:]):
-    archived += mailbox.done(box, repo="web", ids=chunk).archived
+    archived += [e.message.id for e in mailbox.done(box, repo="web", ids=chunk).archived]
 print(json.dumps(archived), flush=True)
 """
 )

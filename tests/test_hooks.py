@@ -178,7 +178,7 @@ def test_a_message_that_does_not_parse_is_named_and_the_rest_delivered(web: Path
     subprocess.run([*git, "update-ref", "refs/gitmail/web/inbox/0000000000", commit], check=True)
     context, _ = hook(web, payload(web))
     assert context is not None
-    assert "Note: 1 message could not be read: 0000000000." in context
+    assert "Note: 1 message could not be read: 0000000000 (run `gitmail doctor`)." in context
     assert good.message.id in context
 
 
@@ -203,7 +203,11 @@ def test_a_locked_mailbox_delays_session_start_by_at_most_the_lock_wait(web: Pat
         os.close(fd)
     assert 1.5 < elapsed < 3  # one lock wait of 1.5 s, then no more
     assert context is not None and directed.message.id in context and cast.message.id not in context
-    assert "new broadcasts were not handed over; they come next time" in context
+    assert "Showing" not in context  # nothing was left out for want of room
+    assert (
+        "Note: the mailbox was busy, so 1 new broadcast could not be handed over yet; they stay unread and come at "
+        "a later showing."
+    ) in context
     later, _ = hook(web, payload(web))
     assert later is not None and cast.message.id in later
 

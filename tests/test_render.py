@@ -76,9 +76,26 @@ def test_notes_about_the_name_and_unreadable_mail_are_part_of_the_framing() -> N
     text = render.framing(mail, claims={}, here="/other/web")
     assert (
         'Note: the name "web" was first used by the repository at "/src/web"; this session is in "/other/web". '
-        "Both share one mailbox.\n\nNote: 1 message could not be read: 0000000000.\n"
+        "Both share one mailbox.\n\nNote: 1 message could not be read: 0000000000 (run `gitmail doctor`).\n"
     ) in text
     assert "· in reply to 5tgh0a1b2c\n" in text
+
+
+def test_a_flood_of_unreadable_mail_is_named_in_one_short_line() -> None:
+    mail = Pending(RepoName("web"), [], [], [f"{i:010d}" for i in range(1201)])
+    note = next(line for line in render.framing(mail, claims={}).splitlines() if "could not be read" in line)
+    listed = ", ".join(f"{i:010d}" for i in range(10))
+    assert note == f"Note: 1201 messages could not be read: {listed} and 1,191 more (run `gitmail doctor`)."
+
+
+def test_the_commands_a_framing_hands_out_are_the_ones_that_run_here() -> None:
+    mail = Pending(RepoName("web"), [entry("7kq2m9x4ab", "Hi", "x" * 20000), entry("5tgh0a1b2c", "Yo", "y")])
+    voice = render.Voice(command="'/opt/my env/bin/gitmail'")
+    text = render.framing(mail, render.select(mail, claims={}, voice=voice), claims={}, voice=voice)
+    handed = re.findall(r"`([^`]*)`|^(?:Reply|Done): +(.*)$", text, re.MULTILINE)
+    commands = [a or b for a, b in handed if "gitmail" in a + b]
+    assert len(commands) == 7  # reply and done twice in the header, a show, two replies and two dones
+    assert all(command.startswith("'/opt/my env/bin/gitmail' ") for command in commands), commands
 
 
 FORGERIES = [

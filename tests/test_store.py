@@ -96,7 +96,9 @@ def test_a_lock_released_while_git_waits_for_it_costs_nothing(box: Store) -> Non
     # A stand-in for a user's `git pack-refs`: it lets go after half a second, well within git's own lock wait.
     releaser = subprocess.Popen([sys.executable, "-c", f"import os, time; time.sleep(0.5); os.unlink({str(held)!r})"])
     try:
-        assert mailbox.done(box, repo="web", ids=[first.message.id]).archived == [first.message.id]
+        assert [e.message.id for e in mailbox.done(box, repo="web", ids=[first.message.id]).archived] == [
+            first.message.id
+        ]
     finally:
         releaser.wait()
 
@@ -108,7 +110,7 @@ def test_a_lock_file_abandoned_long_ago_is_cleared_and_logged(box: Store) -> Non
     held.write_text("")
     long_ago = time.time() - 3600
     os.utime(held, (long_ago, long_ago))
-    assert mailbox.done(box, repo="web", ids=[first.message.id]).archived == [first.message.id]
+    assert [e.message.id for e in mailbox.done(box, repo="web", ids=[first.message.id]).archived] == [first.message.id]
     assert not held.exists()
     assert f"removed {held}" in (box.path.parent / "gitmail.log").read_text()
 
@@ -134,7 +136,9 @@ def test_packing_keeps_every_message_readable(box: Store, monkeypatch: pytest.Mo
     assert list((box.path / "objects" / "pack").glob("*.pack"))
     assert not [p for p in (box.path / "objects").glob("??/*")]
     assert len(mailbox.pending(box, repo="web").directed) == 4
-    assert mailbox.done(box, repo="web", ids=[sent[1].message.id]).archived == [sent[1].message.id]
+    assert [e.message.id for e in mailbox.done(box, repo="web", ids=[sent[1].message.id]).archived] == [
+        sent[1].message.id
+    ]
     fsck = subprocess.run(["git", "--git-dir", str(box.path), "fsck"], capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stderr
 

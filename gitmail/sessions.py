@@ -1,0 +1,149 @@
+"""What each running session has been told: a small record per session, beside the mailbox, never in its history.
+
+A session is keyed by its host and the host's session id. Its record says which messages it already knows of
+(shown, or counted in a "showing N of M" line), which stamps it last saw, how often its turn was continued and
+when it was last woken. Parallel tool calls of one session run their hooks at once, so a record is read and
+written under its own lock. Records of sessions that ended without notice are removed once they are a week old.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from gitmail.layout import OWN_DIR
+from gitmail.lock import Deadline
+
+DIRECTORY = "sessions"
+STALE_AFTER = 7 * 24 * 3600.0
+CLEAN_EVERY = 3600.0
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def key(host: str, session_id: str) -> str | None:
+    """The file name of a session's record; None for an id gitmail will not use as one."""
+    if not session_id or len(session_id) > 128 or not set(session_id) <= _SAFE or not set(host) <= _SAFE:
+        return None
+    return f"{host}-{session_id}"
+
+
+class Record:
+    """One session's record, loaded under its lock; `save` writes it back."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path, self.data = path, data
+
+    @property
+    def known(self) -> set[str]:
+        return set(self.data.get("known", []))
+
+    def know(self, ids: set[str], *, reset: bool = False) -> None:
+        self.data["known"] = sorted(ids if reset else self.known | ids)
+
+    @property
+    def stamps(self) -> str:
+        return str(self.data.get("stamps", ""))
+
+    def count(self, name: str) -> int:
+        return int(self.data.get(name, 0))
+
+    def add(self, name: str, amount: int = 1) -> None:
+        self.data[name] = self.count(name) + amount
+
+    def times(self, name: str) -> list[float]:
+        return [float(t) for t in self.data.get(name, [])]
+
+    def set(self, name: str, value: Any) -> None:
+        self.data[name] = value
+
+    def get(self, name: str) -> Any:
+        return self.data.get(name)
+
+
+@contextmanager
+def record(mailbox: Path, host: str, session_id: str, deadline: Deadline) -> Iterator[Record | None]:
+    """The session's record, locked for this block and saved after it; None when it cannot be had (a bad id, a
+    read-only mailbox, or a parallel hook of the same session holding it past the deadline)."""
+    name = key(host, session_id)
+    folder = mailbox / OWN_DIR / DIRECTORY
+    if name is None:
+        yield None
+        return
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(folder / f"{name}.json", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        yield None
+        return
+    try:
+        if not _lock(fd, deadline):
+            yield None
+            return
+        raw = b""
+        while chunk := os.read(fd, 65536):
+            raw += chunk
+        try:
+            data = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            data = {}
+        entry = Record(folder / f"{name}.json", data if isinstance(data, dict) else {})
+        fresh = not raw.strip()
+        yield entry
+        entry.data["touched"] = time.time()
+        encoded = json.dumps(entry.data, sort_keys=True).encode()
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, encoded)
+        _write_stamps(folder / f"{name}.stamps", entry.stamps)
+        if fresh:
+            _clean(folder)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+def stamps_file(mailbox: Path, host: str, session_id: str) -> Path | None:
+    name = key(host, session_id)
+    return mailbox / OWN_DIR / DIRECTORY / f"{name}.stamps" if name else None
+
+
+def _lock(fd: int, deadline: Deadline) -> bool:
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if deadline.left() <= 0:
+                return False
+            time.sleep(min(0.005, deadline.left()))
+
+
+def _write_stamps(file: Path, stamps: str) -> None:
+    """What `hooks/quiet` compares with the current stamps (shell built-ins read one line)."""
+    with open(file, "w", encoding="ascii", errors="replace") as handle:
+        handle.write(stamps + "\n")
+
+
+def _clean(folder: Path) -> None:
+    """Remove the records of sessions not heard from in a week; at most once an hour."""
+    marker = folder / ".cleaned"
+    now = time.time()
+    try:
+        if now - marker.stat().st_mtime < CLEAN_EVERY:
+            return
+    except FileNotFoundError:
+        pass
+    marker.touch()
+    for entry in os.scandir(folder):
+        try:
+            if entry.name != ".cleaned" and now - entry.stat().st_mtime > STALE_AFTER:
+                os.unlink(entry.path)
+        except OSError:
+            continue
