@@ -233,19 +233,21 @@ def log(
     count: Annotated[int, typer.Option("-n", "--max-count", min=1, help="Show at most this many.")] = 20,
     grep: Annotated[str | None, typer.Option("--grep", help="Only messages containing TEXT (any case).")] = None,
     thread: Annotated[str | None, typer.Option("--thread", help="The whole conversation this id belongs to.")] = None,
+    sent: Annotated[bool, typer.Option("--sent", help="Only what this repo sent.")] = False,
     json_output: JsonOption = False,
 ) -> None:
-    """Mail history, newest first, with each message's state: pending, archived, broadcast or retracted.
+    """Mail history, newest first, with where each message stands: pending (not yet shown to a session of its
+    recipient), delivered (shown, and when), done, replied (and the reply's id), or retracted.
     By default the repo's mail: sent to it, sent by it, and broadcasts."""
-    if everyone and repo is not None:
-        raise UsageError("give --repo or --everyone, not both")
+    if everyone and (repo is not None or sent):
+        raise UsageError("--everyone takes no --repo or --sent")
     name: RepoName | None = None
     if not everyone and thread is None:
         who = _reader(repo)
         if who is None:
             return
         name = who[0]
-    entries = mailbox.log(Store(), repo=name, limit=count, grep=grep, thread=thread)
+    entries = mailbox.log(Store(), repo=name, limit=count, grep=grep, thread=thread, sent=sent)
     if json_output:
         print(render.dumps([render.as_json(e) for e in entries]))
     else:
