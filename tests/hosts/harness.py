@@ -1,0 +1,493 @@
+"""The real hosts, driven as a user drives them, inside a throwaway world.
+
+A World is one user's machine in miniature: a fresh HOME (so ~/.gitmail, ~/.claude are the test's own), a fresh
+CODEX_HOME outside it, git repositories to work in, and the model stub every host is pointed at. A Host is Claude Code
+(with gitmail installed by `gitmail install --claude`, or as a plugin with --plugin-dir) or Codex (`gitmail install
+--codex`). Each host runs one-shot turns as its command line does (`claude -p`, `codex exec`, with --resume /
+`exec resume`) and opens sessions that stay open across prompts (Claude Code's stream-json input, Codex's app-server).
+
+Where each host puts hook context, and in which role, is asserted here, once per host (`delivered`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REAL_HOME
+from tests.hosts.stub import Request, Stub
+
+ROOT = Path(__file__).resolve().parents[2]
+TURN_TIMEOUT = 90.0  # seconds one turn of a host may take before the test fails
+CACHE = Path(
+    os.environ.get("GITMAIL_HOSTS_CACHE")
+    or Path(os.environ.get("XDG_CACHE_HOME") or REAL_HOME / ".cache") / "gitmail-hosts"
+)
+CLAUDE_PREFIX = "SessionStart hook additional context: "
+
+
+def find_binaries() -> tuple[dict[str, Path], str | None]:
+    """The host programs to drive: $GITMAIL_TEST_CLAUDE / $GITMAIL_TEST_CODEX if set, else the pinned versions that
+    scripts/hosts installs (on first use) into the cache. Returns them, or why they cannot be had."""
+    chosen = {name: os.environ.get(f"GITMAIL_TEST_{name.upper()}") for name in ("claude", "codex")}
+    if all(chosen.values()):
+        return {name: Path(str(path)) for name, path in chosen.items()}, None
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return {}, "Node.js and npm are needed to install Claude Code and Codex for the host tests"
+    env = {**os.environ, "HOME": str(REAL_HOME), "GITMAIL_HOSTS_CACHE": str(CACHE)}  # npm keeps its cache in HOME
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "hosts"), "--json"], capture_output=True, text=True, env=env
+    )
+    if done.returncode != 0:
+        return {}, f"scripts/hosts failed: {done.stderr.strip().splitlines()[-1:]}"
+    pinned = {name: Path(found["path"]) for name, found in json.loads(done.stdout).items()}
+    return {name: Path(path) if path else pinned[name] for name, path in chosen.items()}, None
+
+
+# -- the world ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    root: Path
+    home: Path
+    stub: Stub
+    binaries: dict[str, Path]
+    codex_home: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.codex_home = self.root / "codex-home"  # outside HOME: gitmail must find it through $CODEX_HOME
+        self.codex_home.mkdir()
+        (self.codex_home / "config.toml").write_text(
+            f"""\
+# The model stub stands in for the model service; nothing here reaches beyond this machine.
+model = "stub-model"
+model_provider = "stub"
+check_for_update_on_startup = false
+
+[model_providers.stub]
+name = "stub"
+base_url = "{self.stub.url}/v1"
+wire_api = "responses"
+env_key = "STUB_API_KEY"
+
+[features]
+plugins = false
+
+[analytics]
+enabled = false
+"""
+        )
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """What a host runs with: a user's PATH (the hosts on it, this virtualenv not active), the world's HOME and
+        CODEX_HOME, the stub as model service and as the only proxy, and nothing that phones home."""
+        venv_bin = Path(sys.executable).parent.absolute()
+        inherited = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and Path(d).absolute() != venv_bin]
+        hosts = [str(path.parent) for path in self.binaries.values()]
+        proxy = self.stub.url
+        env = {
+            "PATH": os.pathsep.join(dict.fromkeys([*hosts, *inherited])),
+            "HOME": str(self.home),
+            "CODEX_HOME": str(self.codex_home),
+            "LANG": "C.UTF-8",
+            "TMPDIR": str(self.root / "tmp"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": str(self.home / ".gitconfig"),
+            "ANTHROPIC_BASE_URL": self.stub.url,
+            "ANTHROPIC_API_KEY": "stub-key",
+            "STUB_API_KEY": "stub-key",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "HTTPS_PROXY": proxy,
+            "HTTP_PROXY": proxy,
+            "https_proxy": proxy,
+            "http_proxy": proxy,
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+        (self.root / "tmp").mkdir(exist_ok=True)
+        return {**env, **extra}
+
+    def repo(self, name: str) -> Path:
+        path = self.root / "work" / name
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "init", "-q", str(path)], check=True, env=self.env())
+        return path
+
+    def gitmail(self, *args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """gitmail as the user runs it from this virtualenv (not on PATH), in the world's environment."""
+        done = subprocess.run(
+            [sys.executable, "-m", "gitmail", *args],
+            cwd=cwd or self.root,
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            timeout=120,
+        )
+        assert not check or done.returncode == 0, done.stderr
+        return done
+
+    def hook(self, cwd: Path) -> str | None:
+        """What gitmail's session-start hook prints for a session in `cwd` right now (directed mail only is
+        deterministic: reading it hands nothing over)."""
+        payload = json.dumps({"session_id": "s", "cwd": str(cwd), "hook_event_name": "SessionStart", "source": "startup"})
+        done = subprocess.run(
+            [sys.executable, "-m", "gitmail", "hook", "session-start"],
+            input=payload,
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            cwd=cwd,
+        )
+        return json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] if done.stdout else None
+
+
+# -- turns and sessions ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    """One prompt's round trip through a host."""
+
+    session_id: str
+    requests: list[Request]  # the model requests of the host's main conversation made during this turn
+    output: str  # what the host printed (or its events), for failure messages
+
+    @property
+    def first(self) -> Request:
+        assert self.requests, f"the host sent no model request; it printed:\n{self.output[-3000:]}"
+        return self.requests[0]
+
+
+class Lines:
+    """A child's standard output, read line by line with a deadline."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def until(self, wanted: Any, timeout: float = TURN_TIMEOUT) -> dict[str, Any]:
+        """Read JSON lines until one satisfies `wanted`; return it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no answer within {timeout:.0f} s; so far:\n{''.join(self.seen[-20:])}") from None
+            if line is None:
+                raise AssertionError(f"the host exited ({self.process.wait()}); it printed:\n{''.join(self.seen[-20:])}")
+            self.seen.append(line)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict) and wanted(message):
+                return message
+
+
+class Host:
+    """A host program as the suite drives it. Subclasses know its command line, its sessions and its placement."""
+
+    name = ""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.binary = world.binaries[self.name.split("-")[0]]
+
+    def install(self) -> None:
+        """Put gitmail's hook where this host finds it."""
+
+    def uninstall(self) -> None:
+        """Take gitmail's hook away again."""
+
+    def run(self, cwd: Path, prompt: str, *, resume: str | None = None, fork: bool = False) -> Turn:
+        raise NotImplementedError
+
+    def session(self, cwd: Path) -> Session:
+        raise NotImplementedError
+
+    def delivered(self, request: Request, *, first: bool = True) -> list[str]:
+        """The SessionStart hook contexts in this request, from the one place the host puts them (asserting the
+        place and the role). `first`: the request opens the conversation after a session start."""
+        raise NotImplementedError
+
+    def _new_requests(self, since: int) -> list[Request]:
+        return [r for r in self.world.stub.requests[since:] if r.shell_tool is not None]
+
+
+class Session:
+    """A host session that stays open across prompts."""
+
+    session_id = ""
+
+    def prompt(self, text: str) -> Turn:
+        raise NotImplementedError
+
+    def compact(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- Claude Code ----------------------------------------------------------------------------------------------------
+
+
+class ClaudeCode(Host):
+    """Claude Code with gitmail's hook installed in ~/.claude/settings.json by `gitmail install --claude`."""
+
+    name = "claude"
+
+    def install(self) -> None:
+        self.world.gitmail("install", "--claude")
+
+    def uninstall(self) -> None:
+        self.world.gitmail("uninstall", "--claude")
+
+    def args(self) -> list[str]:
+        return [str(self.binary), "--allowedTools", "Bash", "--output-format", "stream-json", "--verbose"]
+
+    def run(self, cwd: Path, prompt: str, *, resume: str | None = None, fork: bool = False) -> Turn:
+        since = len(self.world.stub.requests)
+        extra = (["--resume", resume] if resume else []) + (["--fork-session"] if fork else [])
+        done = subprocess.run(
+            [*self.args(), *extra, "-p", prompt],
+            cwd=cwd,
+            env=self.world.env(),
+            capture_output=True,
+            text=True,
+            timeout=TURN_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, f"claude exited {done.returncode}: {done.stderr[-2000:]}{done.stdout[-2000:]}"
+        result = next(json.loads(line) for line in reversed(done.stdout.splitlines()) if '"type":"result"' in line)
+        return Turn(result["session_id"], self._new_requests(since), done.stdout)
+
+    def session(self, cwd: Path) -> Session:
+        return ClaudeSession(self, cwd)
+
+    def delivered(self, request: Request, *, first: bool = True) -> list[str]:
+        # Claude Code 2.1.332 sends hook context in a system-role message right after the first user message: at a
+        # session start it opens that message's first text block ("SessionStart hook additional context: …" then a
+        # blank line and its "# Environment" notes); after a compaction it is one paragraph further down that block.
+        messages = request.body["messages"]
+        found = []
+        for index, message in enumerate(messages):
+            blocks = message["content"] if isinstance(message["content"], list) else [{"text": message["content"]}]
+            for number, block in enumerate(blocks):
+                text = block.get("text") or ""
+                if CLAUDE_PREFIX not in text:
+                    continue
+                assert (index, message["role"], number) == (1, "system", 0), (index, message["role"], number)
+                assert messages[0]["role"] == "user"
+                start = text.index(CLAUDE_PREFIX)
+                assert start == 0 if first else text[start - 2 : start] == "\n\n", text[:200]
+                assert text.count(CLAUDE_PREFIX) == 1
+                found.append(text[start + len(CLAUDE_PREFIX) :])  # the context, then the host's own paragraphs
+        assert CLAUDE_PREFIX not in json.dumps(request.body.get("system")), "hook context in the system prompt"
+        return found
+
+
+class ClaudeCodePlugin(ClaudeCode):
+    """Claude Code with this repository loaded as a plugin (--plugin-dir): no `gitmail install` at all."""
+
+    name = "claude-plugin"
+
+    def install(self) -> None:
+        pass
+
+    def uninstall(self) -> None:
+        pass
+
+    def args(self) -> list[str]:
+        return [*super().args(), "--plugin-dir", str(ROOT)]
+
+
+class ClaudeSession(Session):
+    """`claude -p --input-format stream-json --output-format stream-json --verbose`, its standard input kept open."""
+
+    def __init__(self, host: ClaudeCode, cwd: Path) -> None:
+        self.host = host
+        self.process = subprocess.Popen(
+            [*host.args(), "-p", "--input-format", "stream-json"],
+            cwd=cwd,
+            env=host.world.env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.out = Lines(self.process)
+
+    def prompt(self, text: str) -> Turn:
+        since = len(self.host.world.stub.requests)
+        self._send(text)
+        result = self.out.until(lambda m: m.get("type") == "result")
+        assert not result.get("is_error"), result
+        self.session_id = result["session_id"]
+        return Turn(self.session_id, self.host._new_requests(since), "".join(self.out.seen))
+
+    def compact(self) -> None:
+        self._send("/compact")
+        self.out.until(lambda m: m.get("type") == "result")
+
+    def _send(self, text: str) -> None:
+        assert self.process.stdin is not None
+        message = {"type": "user", "message": {"role": "user", "content": text}}
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# -- Codex ----------------------------------------------------------------------------------------------------------
+
+
+class Codex(Host):
+    """Codex with gitmail's hook installed in $CODEX_HOME/hooks.json by `gitmail install --codex` (which trusts it)."""
+
+    name = "codex"
+
+    def install(self) -> None:
+        self.world.gitmail("install", "--codex")
+
+    def uninstall(self) -> None:
+        self.world.gitmail("uninstall", "--codex")
+
+    def run(self, cwd: Path, prompt: str, *, resume: str | None = None, fork: bool = False) -> Turn:
+        assert not fork, "codex exec has no fork"
+        since = len(self.world.stub.requests)
+        command = [str(self.binary), "exec", "--json"] + (["resume", resume] if resume else []) + [prompt]
+        done = subprocess.run(
+            command,
+            cwd=cwd,
+            env=self.world.env(),
+            capture_output=True,
+            text=True,
+            timeout=TURN_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, f"codex exited {done.returncode}: {done.stderr[-3000:]}"
+        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        thread = next(e["thread_id"] for e in events if e.get("type") == "thread.started")
+        return Turn(thread, self._new_requests(since), done.stdout + done.stderr)
+
+    def session(self, cwd: Path) -> Session:
+        return CodexSession(self, cwd)
+
+    def delivered(self, request: Request, *, first: bool = True) -> list[str]:
+        # Codex 0.171.0 sends a SessionStart hook's context as a developer message of its own, right after the
+        # <environment_context> user message and right before the prompt it ran for.
+        items = request.body["input"]
+        environment = max(i for i, item in enumerate(items) if _codex_text(item).startswith("<environment_context>"))
+        found = []
+        index = environment + 1
+        while index < len(items) and items[index].get("role") == "developer":
+            found.append(_codex_text(items[index]))
+            index += 1
+        if first:
+            assert items[index].get("role") == "user", items[index]
+        return found
+
+
+def _codex_text(item: dict[str, Any]) -> str:
+    content = item.get("content") or []
+    return "".join(part.get("text", "") for part in content) if isinstance(content, list) else ""
+
+
+class CodexSession(Session):
+    """A Codex thread driven through `codex app-server` (the protocol Codex's own interfaces use): one thread, a
+    turn per prompt."""
+
+    def __init__(self, host: Codex, cwd: Path) -> None:
+        self.host = host
+        self.process = subprocess.Popen(
+            [str(host.binary), "app-server"],
+            cwd=cwd,
+            env=host.world.env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.out = Lines(self.process)
+        self.ids = iter(range(1, 1_000_000))
+        self.request("initialize", {"clientInfo": {"name": "gitmail-tests", "version": "0"}})
+        self._send({"method": "initialized"})
+        self.session_id = self.request("thread/start", {"cwd": str(cwd)})["thread"]["id"]
+
+    def request(self, method: str, params: dict[str, Any]) -> Any:
+        number = next(self.ids)
+        self._send({"id": number, "method": method, "params": params})
+        answer = self.out.until(lambda m: m.get("id") == number and "method" not in m)
+        assert "error" not in answer, answer
+        return answer["result"]
+
+    def prompt(self, text: str) -> Turn:
+        since = len(self.host.world.stub.requests)
+        params = {"threadId": self.session_id, "input": [{"type": "text", "text": text}]}
+        turn = self.request("turn/start", params)["turn"]["id"]
+        self.out.until(lambda m: m.get("method") == "turn/completed" and m["params"]["turn"]["id"] == turn)
+        return Turn(self.session_id, self.host._new_requests(since), "".join(self.out.seen))
+
+    def compact(self) -> None:
+        self.request("thread/compact/start", {"threadId": self.session_id})
+        self.out.until(lambda m: m.get("method") == "turn/completed")
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+HOSTS: dict[str, type[Host]] = {"claude": ClaudeCode, "claude-plugin": ClaudeCodePlugin, "codex": Codex}
+
+
+def done_command(request: Request, host: Host) -> str:
+    """The command the framing's `Done:` line hands the session, read from the hook context the model received."""
+    for context in host.delivered(request):
+        for line in context.splitlines():
+            if line.startswith("Done:"):
+                return line.removeprefix("Done:").strip()
+    raise AssertionError("the session was handed no Done: line")
