@@ -80,16 +80,18 @@ def codex_binary() -> str | None:
     return shutil.which("codex")
 
 
-def list_hooks(cwd: Path, *, codex: str | None = None) -> list[Listed]:
+def list_hooks(cwd: Path, *, codex: str | None = None, env: Mapping[str, str] | None = None) -> list[Listed]:
     """Every hook Codex sees from `cwd`, with its key, hash and trust status."""
-    with AppServer(codex or _required_codex(), cwd) as server:
+    with AppServer(codex or _required_codex(), cwd, env) as server:
         return _hooks(server, cwd)
 
 
-def trust(keys: Mapping[str, str], cwd: Path, *, codex: str | None = None) -> list[Listed]:
+def trust(
+    keys: Mapping[str, str], cwd: Path, *, codex: str | None = None, env: Mapping[str, str] | None = None
+) -> list[Listed]:
     """Record trust for these keys (key -> hash Codex listed) through Codex, as its /hooks review does; return the
     hooks as Codex lists them afterwards."""
-    with AppServer(codex or _required_codex(), cwd) as server:
+    with AppServer(codex or _required_codex(), cwd, env) as server:
         value = {name: {"trusted_hash": digest} for name, digest in keys.items()}
         edit = {"keyPath": "hooks.state", "value": value, "mergeStrategy": "upsert"}
         server.request("config/batchWrite", {"edits": [edit], "reloadUserConfig": True})
@@ -118,7 +120,7 @@ def _hooks(server: AppServer, cwd: Path) -> list[Listed]:
 class AppServer:
     """A short conversation with `codex app-server` (JSON-RPC, one JSON object per line on stdio)."""
 
-    def __init__(self, codex: str, cwd: Path) -> None:
+    def __init__(self, codex: str, cwd: Path, env: Mapping[str, str] | None = None) -> None:
         self.deadline = time.monotonic() + APP_SERVER_DEADLINE
         self.next_id = 0
         self.buffer = b""
@@ -129,6 +131,7 @@ class AppServer:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 cwd=cwd if cwd.is_dir() else None,
+                env=env,
             )
         except OSError as error:
             raise Unavailable(f"could not start {codex} app-server: {error.strerror or error}") from None

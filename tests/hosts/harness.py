@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gitmail import codex_trust
 from tests.conftest import REAL_HOME
 from tests.hosts.stub import Request, Stub
 
@@ -125,14 +127,16 @@ enabled = false
         subprocess.run(["git", "init", "-q", str(path)], check=True, env=self.env())
         return path
 
-    def gitmail(self, *args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def gitmail(
+        self, *args: str, cwd: Path | None = None, check: bool = True, **env: str
+    ) -> subprocess.CompletedProcess[str]:
         """gitmail as the user runs it from this virtualenv (not on PATH), in the world's environment."""
         done = subprocess.run(
             [sys.executable, "-m", "gitmail", *args],
             cwd=cwd or self.root,
             capture_output=True,
             text=True,
-            env=self.env(),
+            env=self.env(**env),
             timeout=120,
         )
         assert not check or done.returncode == 0, done.stderr
@@ -141,7 +145,9 @@ enabled = false
     def hook(self, cwd: Path) -> str | None:
         """What gitmail's session-start hook prints for a session in `cwd` right now (directed mail only is
         deterministic: reading it hands nothing over)."""
-        payload = json.dumps({"session_id": "s", "cwd": str(cwd), "hook_event_name": "SessionStart", "source": "startup"})
+        payload = json.dumps(
+            {"session_id": "s", "cwd": str(cwd), "hook_event_name": "SessionStart", "source": "startup"}
+        )
         done = subprocess.run(
             [sys.executable, "-m", "gitmail", "hook", "session-start"],
             input=payload,
@@ -194,7 +200,9 @@ class Lines:
             except queue.Empty:
                 raise AssertionError(f"no answer within {timeout:.0f} s; so far:\n{''.join(self.seen[-20:])}") from None
             if line is None:
-                raise AssertionError(f"the host exited ({self.process.wait()}); it printed:\n{''.join(self.seen[-20:])}")
+                raise AssertionError(
+                    f"the host exited ({self.process.wait()}); it printed:\n{''.join(self.seen[-20:])}"
+                )
             self.seen.append(line)
             try:
                 message = json.loads(line)
@@ -221,6 +229,23 @@ class Host:
 
     def run(self, cwd: Path, prompt: str, *, resume: str | None = None, fork: bool = False) -> Turn:
         raise NotImplementedError
+
+    @property
+    def settings(self) -> Path:
+        """The file holding the user's hooks (and gitmail's, once installed)."""
+        raise NotImplementedError
+
+    def add_own_hook(self, name: str, *, context: str) -> None:
+        """Add a SessionStart hook of the user's own, after every group already there, as a user edits the file; it
+        hands the session `context`."""
+        script = self.world.root / name
+        output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
+        script.write_text(f"#!/bin/sh\ncat >/dev/null\nprintf '%s\\n' {shlex.quote(json.dumps(output))}\n")
+        script.chmod(0o755)
+        document = json.loads(self.settings.read_text()) if self.settings.exists() else {}
+        groups = document.setdefault("hooks", {}).setdefault("SessionStart", [])
+        groups.append({"hooks": [{"type": "command", "command": str(script)}]})
+        self.settings.write_text(json.dumps(document, indent=2) + "\n")
 
     def session(self, cwd: Path) -> Session:
         raise NotImplementedError
@@ -263,6 +288,10 @@ class ClaudeCode(Host):
 
     name = "claude"
 
+    @property
+    def settings(self) -> Path:
+        return self.world.home / ".claude" / "settings.json"
+
     def install(self) -> None:
         self.world.gitmail("install", "--claude")
 
@@ -292,10 +321,14 @@ class ClaudeCode(Host):
         return ClaudeSession(self, cwd)
 
     def delivered(self, request: Request, *, first: bool = True) -> list[str]:
-        # Claude Code 2.1.332 sends hook context in a system-role message right after the first user message: at a
-        # session start it opens that message's first text block ("SessionStart hook additional context: …" then a
-        # blank line and its "# Environment" notes); after a compaction it is one paragraph further down that block.
+        # Claude Code 2.1.332 sends hook context as "SessionStart hook additional context: …" in a system-role message
+        # of the conversation, never in the system prompt nor a user message. At a session start it opens the first
+        # text block of the system message that follows the first user message (its own "# Environment" notes follow
+        # a blank line). After a compaction it is a paragraph further down that same block. On a resume it is a new
+        # system message after the resumed prompt, and only if it differs from a context already in the conversation.
+        # Several hooks' contexts share one prefix, joined by a newline in the order the hooks finished.
         messages = request.body["messages"]
+        assert CLAUDE_PREFIX not in json.dumps(request.body.get("system")), "hook context in the system prompt"
         found = []
         for index, message in enumerate(messages):
             blocks = message["content"] if isinstance(message["content"], list) else [{"text": message["content"]}]
@@ -303,13 +336,13 @@ class ClaudeCode(Host):
                 text = block.get("text") or ""
                 if CLAUDE_PREFIX not in text:
                     continue
-                assert (index, message["role"], number) == (1, "system", 0), (index, message["role"], number)
-                assert messages[0]["role"] == "user"
+                assert message["role"] == "system" and number == 0, (index, message["role"], number)
+                assert text.count(CLAUDE_PREFIX) == 1, text[:300]
                 start = text.index(CLAUDE_PREFIX)
-                assert start == 0 if first else text[start - 2 : start] == "\n\n", text[:200]
-                assert text.count(CLAUDE_PREFIX) == 1
+                assert start == 0 or text[start - 2 : start] == "\n\n", text[:300]
+                if first:
+                    assert (index, start, messages[0]["role"]) == (1, 0, "user"), (index, start)
                 found.append(text[start + len(CLAUDE_PREFIX) :])  # the context, then the host's own paragraphs
-        assert CLAUDE_PREFIX not in json.dumps(request.body.get("system")), "hook context in the system prompt"
         return found
 
 
@@ -380,8 +413,20 @@ class Codex(Host):
 
     name = "codex"
 
+    @property
+    def settings(self) -> Path:
+        return self.world.codex_home / "hooks.json"
+
     def install(self) -> None:
         self.world.gitmail("install", "--codex")
+
+    def add_own_hook(self, name: str, *, context: str) -> None:
+        """…and trust it as the user would in Codex's /hooks review (recorded through Codex's app-server)."""
+        super().add_own_hook(name, context=context)
+        listed = [h for h in codex_trust.list_hooks(self.world.root, codex=str(self.binary), env=self.world.env())]
+        mine = {h.key: h.current_hash for h in listed if h.command.endswith(name)}
+        assert len(mine) == 1, listed
+        codex_trust.trust(mine, self.world.root, codex=str(self.binary), env=self.world.env())
 
     def uninstall(self) -> None:
         self.world.gitmail("uninstall", "--codex")
@@ -408,17 +453,23 @@ class Codex(Host):
         return CodexSession(self, cwd)
 
     def delivered(self, request: Request, *, first: bool = True) -> list[str]:
-        # Codex 0.171.0 sends a SessionStart hook's context as a developer message of its own, right after the
-        # <environment_context> user message and right before the prompt it ran for.
+        # Codex 0.171.0 sends a SessionStart hook's context as a developer message of its own right before the prompt
+        # it ran for: at a session start between the <environment_context> user message and the prompt, on `exec
+        # resume` after the earlier turns, after a compaction after the summary. Earlier contexts stay in the history.
+        # Several hooks give several developer messages, in the order of the hooks file.
         items = request.body["input"]
-        environment = max(i for i, item in enumerate(items) if _codex_text(item).startswith("<environment_context>"))
         found = []
-        index = environment + 1
-        while index < len(items) and items[index].get("role") == "developer":
-            found.append(_codex_text(items[index]))
-            index += 1
+        for index, item in enumerate(items):
+            if item.get("role") != "user":
+                continue
+            start = index
+            while start > 0 and items[start - 1].get("role") == "developer":
+                start -= 1
+            if start > 0:  # the developer messages opening the input are Codex's own instructions
+                found += [_codex_text(context) for context in items[start:index]]
         if first:
-            assert items[index].get("role") == "user", items[index]
+            prompts = [_codex_text(item) for item in items if item.get("role") == "user"]
+            assert len(prompts) == 2 and prompts[0].startswith("<environment_context>"), prompts
         return found
 
 

@@ -46,6 +46,16 @@ class Request:
         items = self.body.get("input") or []
         return bool(items) and items[-1].get("type") in ("function_call_output", "custom_tool_call_output")
 
+    @property
+    def tool_result(self) -> str:
+        """What the last tool call gave back, as the host passed it to the model."""
+        if self.api == "anthropic":
+            parts = (self.body.get("messages") or [{}])[-1].get("content") or []
+            results = [p for p in parts if isinstance(p, dict) and p.get("type") == "tool_result"]
+            return "\n".join(_strings(results[-1].get("content"))) if results else ""
+        items = [i for i in self.body.get("input") or [] if i.get("type", "").endswith("call_output")]
+        return "\n".join(_strings(items[-1].get("output"))) if items else ""
+
     def text(self) -> str:
         """Every piece of text in the request, joined: for asserting what reached the model at all."""
         return "\n".join(_strings(self.body))
