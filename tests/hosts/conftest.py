@@ -9,20 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosts.harness import HOSTS, Host, World, find_binaries
+from tests.hosts.harness import HOSTS, Host, Unavailable, World, find_binaries
 from tests.hosts.stub import Running, Stub
 
 
 @cache
-def _binaries() -> tuple[dict[str, Path], str | None]:
+def _binaries() -> dict[str, Path] | Unavailable:
     return find_binaries()
 
 
 @pytest.fixture
 def binaries() -> dict[str, Path]:
-    found, why = _binaries()
-    if why:
-        pytest.skip(why)
+    found = _binaries()
+    if isinstance(found, Unavailable):
+        if found.skip:
+            pytest.skip(found.reason)
+        pytest.fail(found.reason)
     return found
 
 

@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gitmail import codex_trust
 from tests.conftest import REAL_HOME
@@ -37,22 +37,29 @@ CACHE = Path(
 CLAUDE_PREFIX = "SessionStart hook additional context: "
 
 
-def find_binaries() -> tuple[dict[str, Path], str | None]:
+class Unavailable(NamedTuple):
+    """Why the host suite cannot run here: a reason to skip it (no Node.js) or to fail it (npm failed)."""
+
+    reason: str
+    skip: bool
+
+
+def find_binaries() -> dict[str, Path] | Unavailable:
     """The host programs to drive: $GITMAIL_TEST_CLAUDE / $GITMAIL_TEST_CODEX if set, else the pinned versions that
-    scripts/hosts installs (on first use) into the cache. Returns them, or why they cannot be had."""
+    scripts/hosts installs (on first use) into the cache."""
     chosen = {name: os.environ.get(f"GITMAIL_TEST_{name.upper()}") for name in ("claude", "codex")}
     if all(chosen.values()):
-        return {name: Path(str(path)) for name, path in chosen.items()}, None
+        return {name: Path(str(path)) for name, path in chosen.items()}
     if shutil.which("node") is None or shutil.which("npm") is None:
-        return {}, "Node.js and npm are needed to install Claude Code and Codex for the host tests"
+        return Unavailable("Node.js and npm are needed to install Claude Code and Codex for the host tests", skip=True)
     env = {**os.environ, "HOME": str(REAL_HOME), "GITMAIL_HOSTS_CACHE": str(CACHE)}  # npm keeps its cache in HOME
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "hosts"), "--json"], capture_output=True, text=True, env=env
     )
     if done.returncode != 0:
-        return {}, f"scripts/hosts failed: {done.stderr.strip().splitlines()[-1:]}"
+        return Unavailable(f"scripts/hosts could not install the hosts: {done.stderr.strip()[-2000:]}", skip=False)
     pinned = {name: Path(found["path"]) for name, found in json.loads(done.stdout).items()}
-    return {name: Path(path) if path else pinned[name] for name, path in chosen.items()}, None
+    return {name: Path(path) if path else pinned[name] for name, path in chosen.items()}
 
 
 # -- the world ------------------------------------------------------------------------------------------------------
