@@ -266,14 +266,10 @@ def moved(text: str, hooks_json: Path, moves: Mapping[Position, Position | None]
 def with_trust(text: str, hooks_json: Path, position: Position, digest: str) -> str:
     """config.toml trusting the SessionStart handler at this position with this hash, as Codex records it."""
     document = tomlkit.parse(text)
-    hooks = document.get("hooks")
-    if hooks is None:
-        hooks = tomlkit.table(is_super_table=True)
-        document["hooks"] = hooks
-    state = hooks.get("state")
-    if state is None:
-        state = tomlkit.table(is_super_table=True)
-        hooks["state"] = state
+    hooks = document.setdefault("hooks", tomlkit.table(is_super_table=True))
+    state = hooks.setdefault("state", tomlkit.table(is_super_table=True)) if isinstance(hooks, Table) else None
+    if not isinstance(state, Table | InlineTable):
+        raise ValueError("its `hooks.state` is not a table")
     name = _positions(state, hooks_json).get(position)
     if name is not None and isinstance(state[name], Table | InlineTable):
         state[name]["trusted_hash"] = digest  # in place: an `enabled` beside it stays as the user set it

@@ -539,12 +539,15 @@ def _trust(trust: CodexTrust) -> str:
     except codex_trust.Unavailable as why:
         group = json.loads(text)["hooks"]["SessionStart"][position[0]]
         digest = codex_trust.entry_hash(group["hooks"][position[1]], group.get("matcher"))
-        before = _read(trust.config) or ""
-        after_text = codex_trust.with_trust(before, trust.hooks_json, position, digest)
-        if after_text == before:
-            return f"{trust.config}: Codex already trusts gitmail's hook"
-        _backup(trust.config)
-        _write(trust.config, after_text)
+        try:
+            before = _read(trust.config) or ""
+            after_text = codex_trust.with_trust(before, trust.hooks_json, position, digest)
+            if after_text == before:
+                return f"{trust.config}: Codex already trusts gitmail's hook"
+            _backup(trust.config)
+            _write(trust.config, after_text)
+        except (GitmailError, OSError, ValueError, tomlkit.exceptions.TOMLKitError) as error:
+            return f"note: could not trust gitmail's hook for Codex ({error}). {SILENT_SKIP}: {HOW_TO_TRUST}."
         how = f"with the hash Codex computes ({why})"
     return f"{trust.config}: trusted gitmail's hook for Codex {how}. {SILENT_SKIP}; --no-trust leaves that to you."
 

@@ -624,3 +624,18 @@ def test_the_plugin_hook_runs_from_the_plugin_copy_without_an_installed_gitmail(
     done = subprocess.run([str(ROOT / "hooks" / "session-start")], input=payload.encode(), capture_output=True, env=env)
     assert done.returncode == 0, done.stderr
     assert "through the plugin" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_a_trust_that_cannot_be_written_is_one_note_not_a_traceback(
+    cli: CliRunner, home: Path, path_without_hosts: Path
+) -> None:
+    config = codex_dir(home) / "config.toml"
+    config.mkdir(parents=True)  # a directory where config.toml should be: it cannot be read or written
+    result = cli("install", "--codex", "--no-trust")
+    assert result.code == 1 and result.err.startswith("gitmail: error: cannot read") and result.err.count("\n") == 1
+    config.rmdir()
+    config.write_text("hooks = 1\n")  # valid TOML with no room for trust
+    result = cli("install", "--codex")
+    assert result.code == 0
+    assert "gitmail: note: could not trust gitmail's hook for Codex (" in result.err
+    assert "Codex skips an untrusted hook without a word, in `codex exec` too: open /hooks in Codex" in result.err
