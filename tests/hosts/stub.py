@@ -116,19 +116,10 @@ class Stub:
 
     def script(self, *steps: Step) -> None:
         """Queue answers for the host's next model turns. Each request that offers the shell tool (the host's
-        main conversation) takes the next step; side requests (titles, summaries) and an empty queue get "ok"."""
+        main conversation, Claude Code's compaction summary included) takes the next step; side requests and an
+        empty queue get "ok"."""
         with self._lock:
             self.steps.extend(steps)
-
-    def turns(self, api: str | None = None) -> list[Request]:
-        """The requests of the host's main conversation (those offering the shell tool), oldest first."""
-        return [r for r in self.requests if r.shell_tool is not None and (api is None or r.api == api)]
-
-    def clear(self) -> None:
-        with self._lock:
-            self.requests.clear()
-            self.refused.clear()
-            self.commands.clear()
 
     def decide(self, request: Request) -> tuple[str, str | None]:
         """(text, shell command or None) for this request."""

@@ -55,6 +55,10 @@ def test_nothing_is_added_when_nothing_is_pending(world: World, host: Host) -> N
     mailbox.send(Store(), sender="api", to="docs", subject="for another repository")
     turn = host.run(web, "hello")  # a mailbox, but never any mail for web
     assert host.delivered(turn.first) == []
+    sent = mailbox.send(Store(), sender="api", to="web", subject="handled elsewhere")
+    mailbox.done(Store(), repo="web", ids=[sent.message.id])
+    turn = host.run(web, "hello")  # mail for web, all of it done
+    assert host.delivered(turn.first) == []
 
 
 def test_a_session_archives_its_mail_with_the_command_it_was_handed(
