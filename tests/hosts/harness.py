@@ -98,10 +98,12 @@ enabled = false
         )
 
     def env(self, **extra: str) -> dict[str, str]:
-        """What a host runs with: a user's PATH (the hosts on it, this virtualenv not active), the world's HOME and
-        CODEX_HOME, the stub as model service and as the only proxy, and nothing that phones home."""
-        venv_bin = Path(sys.executable).parent.absolute()
-        inherited = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and Path(d).absolute() != venv_bin]
+        """What a host runs with: the PATH of a user who installed gitmail in a virtualenv and did not activate it
+        (the hosts on it, no `gitmail`), the world's HOME and CODEX_HOME, the stub as model service and as the only
+        proxy, and nothing that phones home."""
+        inherited = [
+            d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "gitmail").exists()
+        ]
         hosts = [str(path.parent) for path in self.binaries.values()]
         proxy = self.stub.url
         env = {
