@@ -270,12 +270,20 @@ def show(
 
 
 ClaudeOption = Annotated[bool, typer.Option("--claude", help="Claude Code (~/.claude/settings.json).")]
-CodexOption = Annotated[bool, typer.Option("--codex", help="Codex (~/.codex/hooks.json).")]
+CodexOption = Annotated[bool, typer.Option("--codex", help="Codex ($CODEX_HOME or ~/.codex, hooks.json).")]
+NoTrustOption = Annotated[
+    bool, typer.Option("--no-trust", help="Leave trusting gitmail's Codex hook to you (Codex's /hooks review).")
+]
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Show the change as a diff; write nothing.")]
 
 
 @app.command()
-def install(claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False) -> None:
+def install(
+    claude: ClaudeOption = False,
+    codex: CodexOption = False,
+    dry_run: DryRunOption = False,
+    no_trust: NoTrustOption = False,
+) -> None:
     """Install the session-start hook that delivers mail into new sessions, for Claude Code and/or Codex
     (default: whichever is found on this machine). Running it again changes nothing."""
     from gitmail import install as installer
@@ -285,7 +293,8 @@ def install(claude: ClaudeOption = False, codex: CodexOption = False, dry_run: D
     if not hosts:
         raise GitmailError("found neither Claude Code (~/.claude) nor Codex (~/.codex); pass --claude or --codex")
     version = installer.codex_version() if "codex" in hosts else None
-    _carry_out(installer.plan(home=home, hosts=hosts, install=True, codex_version=version), dry_run)
+    plan = installer.plan(home=home, hosts=hosts, install=True, codex_version=version, trust=not no_trust)
+    _carry_out(plan, dry_run)
 
 
 @app.command()
@@ -303,8 +312,10 @@ def _carry_out(plan: install_module.Plan, dry_run: bool) -> None:
     if dry_run:
         for change in plan.changes:
             print(change.diff() or f"{change.path}: unchanged", end="" if change.changed else "\n")
+        if plan.trust:
+            _say(f"note: {installer.TRUST_PREVIEW}")
     else:
-        for line in installer.apply(plan.changes):
+        for line in installer.apply(plan.changes, plan.trust):
             _say(line)
     if not plan.changes:
         _say("nothing to change")
