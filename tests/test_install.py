@@ -588,10 +588,16 @@ def test_the_plugin_manifest_hooks_and_skill_are_well_formed() -> None:
     assert manifest["name"] == "gitmail" and manifest["version"] and manifest["description"]
     market = json.loads((ROOT / ".claude-plugin" / "marketplace.json").read_text())
     assert market["plugins"][0]["name"] == "gitmail" and market["plugins"][0]["source"] == "./"
-    hooks = json.loads((ROOT / "hooks" / "hooks.json").read_text())["hooks"]["SessionStart"]
-    assert "matcher" not in hooks[0]  # every way a session starts, fork included
-    assert hooks[0]["hooks"][0]["command"] == '"${CLAUDE_PLUGIN_ROOT}/hooks/session-start"'
-    assert os.access(ROOT / "hooks" / "session-start", os.X_OK)
+    hooks = json.loads((ROOT / "hooks" / "hooks.json").read_text())["hooks"]
+    moments = {"SessionStart": "session-start", "PostToolBatch": "tool", "UserPromptSubmit": "prompt"}
+    moments |= {"Stop": "stop", "FileChanged": "wake", "SessionEnd": "session-end"}
+    assert set(hooks) == set(moments)
+    for event, moment in moments.items():
+        assert "matcher" not in hooks[event][0]  # every way a session starts (fork included), every tool
+        assert hooks[event][0]["hooks"][0]["command"] == f'"${{CLAUDE_PLUGIN_ROOT}}/hooks/run" {moment}'
+    assert hooks["FileChanged"][0]["hooks"][0]["asyncRewake"] is True
+    for script in ("run", "gitmail"):
+        assert os.access(ROOT / "hooks" / script, os.X_OK)
     skill = (ROOT / "skills" / "gitmail" / "SKILL.md").read_text()
     front = skill.split("---\n")[1]
     fields = dict(line.split(": ", 1) for line in front.strip().splitlines())
@@ -621,9 +627,14 @@ def test_the_plugin_hook_runs_from_the_plugin_copy_without_an_installed_gitmail(
         (bin_dir / tool).symlink_to(found)
     payload = json.dumps({"session_id": "s", "cwd": str(web), "hook_event_name": "SessionStart", "source": "startup"})
     env = {"HOME": str(home), "PATH": str(bin_dir), "CLAUDE_PLUGIN_ROOT": str(ROOT)}
-    done = subprocess.run([str(ROOT / "hooks" / "session-start")], input=payload.encode(), capture_output=True, env=env)
+    env |= {"GITMAIL_PLUGIN_VENV": str(tmp_path / "no-venv-yet"), "GITMAIL_PLUGIN_SETUP": "off"}
+    done = subprocess.run(
+        [str(ROOT / "hooks" / "run"), "session-start"], input=payload.encode(), capture_output=True, env=env
+    )
     assert done.returncode == 0, done.stderr
-    assert "through the plugin" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "through the plugin" in context
+    assert f"Done:  '{ROOT}/hooks/gitmail' done " in context  # the command that runs for a plugin-only user
 
 
 def test_a_trust_that_cannot_be_written_is_one_note_not_a_traceback(
