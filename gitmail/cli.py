@@ -189,7 +189,9 @@ def done(
     all_pending: Annotated[
         bool,
         typer.Option(
-            "--all", help="Mark done all pending mail a session of this repo was shown (never mail not yet seen)."
+            "--all",
+            help="Mark done the pending mail this session was shown (outside a session: that any session of this "
+            "repo was shown); never mail not yet seen.",
         ),
     ] = False,
     repo: RepoOption = None,
@@ -197,7 +199,12 @@ def done(
     """Mark messages done (archived) without replying. `gitmail reopen ID` undoes it."""
     if bool(ids) == all_pending:
         raise UsageError("name the messages to mark done, or pass --all (not both)")
-    result = mailbox.done(Store(), repo=_writer(repo)[0], ids=ids or (), everything=all_pending)
+    from gitmail import sessions
+
+    box = Store()
+    caller = sessions.current() if all_pending else None
+    seen = sessions.shown(box.path, *caller) if caller else None
+    result = mailbox.done(box, repo=_writer(repo)[0], ids=ids or (), everything=all_pending, seen=seen)
     for entry in result.archived:
         _say(f"archived {_described(entry)}")
     if result.already:

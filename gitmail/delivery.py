@@ -170,6 +170,7 @@ def _show(
     fresh = fresh._replace(broadcasts=[e for e in fresh.broadcasts if e.message.id not in withheld])  # the note
     if record is not None:  # told of: every directed message (shown, or counted in "showing N of M"), and
         record.know({e.message.id for e in [*fresh.directed, *handed]})  # the broadcasts it was handed
+        record.show({e.message.id for e in [*shown.directed, *handed]})
     if not (shown.directed or shown.broadcasts or fresh.unreadable or note):
         return Delivery(None, mail, NOTHING, new)
     text = render.framing(fresh, shown, claims=claims, here=here, note=note, voice=voice)

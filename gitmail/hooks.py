@@ -141,14 +141,7 @@ def wake_enabled(store: Any) -> bool:
     in the mailbox's config."""
     if os.environ.get("GITMAIL_WAKE", "").strip().lower() in ("0", "false", "no", "off"):
         return False
-    try:
-        with open(store.path / "config", encoding="utf-8", errors="replace") as handle:
-            settings = handle.read().lower()
-    except OSError:
-        return True
-    import re
-
-    return not re.search(r"^\[gitmail\][^\[]*^\s*wake\s*=\s*(false|no|off|0)\s*$", settings, re.MULTILINE)
+    return bool(store.flag("wake"))
 
 
 def _cwd(payload: dict[str, Any]) -> str:

@@ -240,7 +240,8 @@ def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: D
     broadcast_places = [p for p in places if p.state is State.BROADCAST]
     specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places]
     specs += [s for p in broadcast_places for s in seen_specs(p.oid)]
-    specs += [s for p in places for s in note_specs(RECEIPTS_NOTES, p.oid)]
+    receipted_places = places if store.flag("receipts") else []
+    specs += [s for p in receipted_places for s in note_specs(RECEIPTS_NOTES, p.oid)]
     documents = store.read(specs)
     entries, unreadable = _entries(places, documents[: len(places)])
     notes = documents[len(places) : len(places) + 3 * len(broadcast_places)]
@@ -248,7 +249,7 @@ def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: D
     receipt_notes = documents[len(places) + 3 * len(broadcast_places) :]
     receipted = frozenset(
         p.id
-        for i, p in enumerate(places)
+        for i, p in enumerate(receipted_places)
         if receipts.delivered(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), str(me))
     )
     directed = [e for e in entries if e.state is State.PENDING]
@@ -281,7 +282,8 @@ def record_shown(
         handed = [e for e in active if e.oid in added]
         record = receipts.Record(receipts.DELIVERED, str(me), when, host=host, moment=moment)
         changes = [c for c in [seen] if c is not None]
-        changes += _receipts(writer, {e.oid: [record] for e in [*shown, *handed]}, me, only_first=True)
+        if store.flag("receipts"):
+            changes += _receipts(writer, {e.oid: [record] for e in [*shown, *handed]}, me, only_first=True)
         if changes:
             writer.apply(changes, f"gitmail: shown to {me} ({host}, {moment})")
     return handed
@@ -385,16 +387,27 @@ def resolve(store: Store, message_id: str) -> Located:
 # -- handling ----------------------------------------------------------------------------------------------------
 
 
-def done(store: Store, *, repo: str, ids: Sequence[str] = (), everything: bool = False) -> DoneResult:
+def done(
+    store: Store,
+    *,
+    repo: str,
+    ids: Sequence[str] = (),
+    everything: bool = False,
+    seen: set[str] | None = None,
+) -> DoneResult:
     """Archive directed mail without replying. Already archived mail and broadcasts are reported, not errors;
-    another repo's message is refused, and then nothing is archived. `everything` archives the pending mail a
-    session of this repo was shown, never mail that arrived unseen (that is reported as `unshown`)."""
+    another repo's message is refused, and then nothing is archived. `everything` archives the pending mail the
+    caller was shown (`seen`: what its session was shown; else what any session of this repo was shown), never
+    mail that arrived unseen (that is reported as `unshown`)."""
     me = RepoName.parse(repo)
     unshown: list[str] = []
     if everything:
         mail = pending(store, repo=me)
-        places = [p for p in store.refs(inbox_prefix(me)) if p.id in mail.receipted]
-        unshown = sorted(set(ids_of(mail.directed)) - mail.receipted)
+        if seen is None and not store.flag("receipts"):
+            raise UsageError("with receipts off, name the messages to mark done (gitmail cannot tell what was seen)")
+        shown = seen if seen is not None else mail.receipted
+        places = [p for p in store.refs(inbox_prefix(me)) if p.id in shown]
+        unshown = sorted(set(ids_of(mail.directed)) - shown)
     else:
         if not ids:
             raise UsageError("name the messages to mark done, or pass --all")

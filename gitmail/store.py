@@ -114,6 +114,30 @@ class Store:
             return {}
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
+    def setting(self, name: str) -> str | None:
+        """A value from the `[gitmail]` section of the mailbox's config (`git config gitmail.NAME VALUE`), read
+        without starting git: the hooks ask at every session start."""
+        try:
+            with open(self.path / "config", encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            return None
+        found = None
+        section = False
+        for raw in text.splitlines():
+            line = raw.split("#", 1)[0].split(";", 1)[0].strip()
+            if line.startswith("["):
+                section = line.lower().replace(" ", "") == "[gitmail]"
+            elif section and "=" in line:
+                key, _, value = line.partition("=")
+                if key.strip().lower() == name.lower():
+                    found = value.strip().strip('"')
+        return found
+
+    def flag(self, name: str, default: bool = True) -> bool:
+        value = self.setting(name)
+        return default if value is None else value.lower() not in ("false", "no", "off", "0")
+
     def writable(self) -> bool:
         """Whether this process may write the mailbox (a read-only mailbox is still read)."""
         return os.access(self.own_dir if self.own_dir.is_dir() else self.path, os.W_OK)
