@@ -207,6 +207,8 @@ class Server:
     def __init__(self, store: Store, *, port: int = 0) -> None:
         self.store = store
         self.snapshot = conversations.load(store)  # read before the URL is given out: the first page is quick
+        for name in ("overview.html", "thread.html", "error.html"):
+            environment().get_template(name)  # compiled now for the same reason
         self.secret = secrets.token_urlsafe(32)
         self._refreshing = threading.Lock()
         try:
