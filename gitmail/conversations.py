@@ -373,25 +373,26 @@ def load(store: Store, previous: Snapshot | None = None) -> Snapshot:
         return Snapshot(store, files, _Index(), documents)
     if previous is None or not previous.exists:
         return Snapshot(store, files, _whole(store), documents)
-    index = previous.index.copy()
     old = previous.files
     assert old is not None
+    listing = previous.index.listing
     if files.packed == old.packed:  # only loose refs moved: those are the ones to read again
         changed = {ref for ref in old.loose.keys() | files.loose.keys() if old.loose.get(ref) != files.loose.get(ref)}
         changed = {ref for ref in changed if ref.startswith(ROOT)}
-        values = _listing(store, sorted(changed)) if changed else {}
-        for ref in changed:
-            if ref in values:
-                index.listing[ref] = values[ref]
-            else:
-                index.listing.pop(ref, None)
+        if changed:
+            values = _listing(store, sorted(changed))
+            listing = {ref: oid for ref, oid in listing.items() if ref not in changed} | values
     else:  # packed-refs was rewritten: compare everything
-        listing = _listing(store, [ROOT])
-        changed = {ref for ref in index.listing.keys() | listing.keys() if index.listing.get(ref) != listing.get(ref)}
-        index.listing = listing
+        now = _listing(store, [ROOT])
+        changed = {ref for ref in listing.keys() | now.keys() if listing.get(ref) != now.get(ref)}
+        listing = now
+    if not changed:  # the seen-sets moved, or nothing that matters: the same index, broadcasts' reach read anew
+        return Snapshot(store, files, previous.index, documents)
     if len(changed) > _CHANGED_REFS_READ_ONE_BY_ONE:
         return Snapshot(store, files, _whole(store), documents)
-    if changed and not _apply(store, index, changed):
+    index = previous.index.copy()
+    index.listing = listing
+    if not _apply(store, index, changed):
         return Snapshot(store, files, _whole(store), documents)
     return Snapshot(store, files, index, documents)
 

@@ -295,6 +295,16 @@ class _Handler(BaseHTTPRequestHandler):
             status, content_type = response.status, "text/html; charset=utf-8"
             body = _error_page(response.status, response.text).encode() if response.text else b""
             extra = response.headers
+        except Exception:  # a bug: the page says so, the traceback goes to the terminal that runs the server
+            text = "Something went wrong in gitmail view; the terminal running it shows what."
+            self._send(
+                HTTPStatus.INTERNAL_SERVER_ERROR,
+                "text/html; charset=utf-8",
+                _error_page(HTTPStatus.INTERNAL_SERVER_ERROR, text).encode(),
+                {},
+                head=head,
+            )
+            raise
         else:
             extra = {}
         self._send(status, content_type, body, extra, head=head)
@@ -358,7 +368,10 @@ class _Handler(BaseHTTPRequestHandler):
             return show("search.html", query=text, results=conversations.search(snap, text, page=page))
         if len(parts) != 3 or parts[1] not in ("thread", "message", "repo") or not parts[2]:
             raise NotFound(f"nothing at {path}")
-        name = unquote(parts[2], errors="strict")
+        try:
+            name = unquote(parts[2], errors="strict")
+        except UnicodeDecodeError:
+            raise NotFound(f"nothing at {path}") from None
         if parts[1] == "thread":
             return show("thread.html", thread=conversations.thread(snap, name), focus=name)
         if parts[1] == "message":

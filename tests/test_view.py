@@ -443,7 +443,8 @@ def test_pages_show_threads_states_repos_and_search(served: Client, box: Store) 
     ]
     assert "No subject or body contains it." in Markup(served("/search?q=zebra").text).words
     assert "Freeze until Monday" in Markup(served("/broadcasts").text).words
-    for path, status in [("/thread/0000000000", 404), ("/repo/nobody", 404), ("/?page=0", 400), ("/x/y/z", 404)]:
+    missing = [("/thread/0000000000", 404), ("/repo/nobody", 404), ("/repo/%ff", 404), ("/x/y/z", 404)]
+    for path, status in [*missing, ("/?page=0", 400), ("/search?q=x&page=-1", 400)]:
         assert served(path).status == status, path
 
 
@@ -486,6 +487,49 @@ def test_new_mail_moves_the_change_token_the_page_polls(served: Client, box: Sto
     assert f'data-token="{conversations.change_token(box)}"' in page.text
     mailbox.done(box, repo="web", ids=[sent.message.id])
     assert "Nothing is waiting" in served("/").text
+
+
+def test_pages_stay_right_while_another_process_writes(served: Client, box: Store, tmp_path: Path) -> None:
+    """Requests from several threads while a writer process sends and archives: every answer is whole, and the
+    index the server carried forward ends equal to one read whole."""
+    fill(box)
+    ready = tmp_path / "ready"
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import pathlib, sys\n"
+            "from gitmail import mailbox\n"
+            "box = mailbox.open_mailbox()\n"
+            "pathlib.Path(sys.argv[1]).touch()\n"
+            "for n in range(40):\n"
+            "    sent = mailbox.send(box, sender='api', to='web', subject=f'burst {n}')\n"
+            "    if n % 2:\n"
+            "        mailbox.reply(box, sender='web', to_id=sent.message.id, body='ok')\n",
+            str(ready),
+        ]
+    )
+    failures: list[str] = []
+
+    def browse() -> None:
+        while writer.poll() is None:
+            for path in ("/changes", "/", "/repo/web"):
+                reply = served(path)
+                if reply.status != 200 or (path != "/changes" and not reply.text.rstrip().endswith("</html>")):
+                    failures.append(f"{path}: {reply.status}")
+
+    while not ready.exists() and writer.poll() is None:
+        threading.Event().wait(0.005)
+    readers = [threading.Thread(target=browse) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join(timeout=120)
+    assert writer.wait(timeout=120) == 0
+    assert failures == []
+    served("/")
+    assert whole(served.server.snapshot) == whole(conversations.load(box))
+    assert f'<span class="n">{4 + 40}</span>' in served("/").text
 
 
 def test_the_script_builds_no_markup_from_strings() -> None:
