@@ -266,6 +266,7 @@ def view(
         _say("serving the mailbox read-only on 127.0.0.1; stop with Ctrl-C")
         if not no_open and not web.open_browser(server.url):
             _say("no graphical browser found: open the URL above in one")
+        web.stop_on_terminate()
         try:
             server.serve_forever()
         except KeyboardInterrupt:

@@ -198,6 +198,17 @@ def open_browser(url: str) -> bool:
         return False
 
 
+def stop_on_terminate() -> None:
+    """Let `kill` (SIGTERM) stop the server as Ctrl-C does, cleanly; a process started in the background ignores
+    Ctrl-C's signal, so SIGTERM is how scripts stop it. Main thread only."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 # -- the server ----------------------------------------------------------------------------------------------------
 
 
