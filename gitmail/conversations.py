@@ -243,10 +243,11 @@ class _Index:
         self.names: frozenset[str] = frozenset()  # every repo that sent or received a message
         self._copied: set[str] = set()  # the per_repo lists this index owns (the rest its predecessor shares)
 
-    def copy(self) -> _Index:
+    def copy(self, *, listing: dict[str, str]) -> _Index:
+        """A twin to carry forward, with a new listing (the one container `load` replaces rather than changes)."""
         twin = _Index()
-        twin.__dict__.update({name: value.copy() for name, value in self.__dict__.items()})
-        twin._copied = set()
+        kept = {name: value.copy() for name, value in self.__dict__.items() if name not in ("listing", "_copied")}
+        twin.__dict__.update(kept, listing=listing, _copied=set())
         return twin
 
     def fill(self, nodes: Sequence[Node]) -> None:
@@ -380,8 +381,10 @@ def load(store: Store, previous: Snapshot | None = None) -> Snapshot:
         changed = {ref for ref in old.loose.keys() | files.loose.keys() if old.loose.get(ref) != files.loose.get(ref)}
         changed = {ref for ref in changed if ref.startswith(ROOT)}
         if changed:
-            values = _listing(store, sorted(changed))
-            listing = {ref: oid for ref, oid in listing.items() if ref not in changed} | values
+            listing = dict(listing)
+            for ref in changed:
+                listing.pop(ref, None)
+            listing.update(_listing(store, sorted(changed)))
     else:  # packed-refs was rewritten: compare everything
         now = _listing(store, [ROOT])
         changed = {ref for ref in listing.keys() | now.keys() if listing.get(ref) != now.get(ref)}
@@ -390,8 +393,7 @@ def load(store: Store, previous: Snapshot | None = None) -> Snapshot:
         return Snapshot(store, files, previous.index, documents)
     if len(changed) > _CHANGED_REFS_READ_ONE_BY_ONE:
         return Snapshot(store, files, _whole(store), documents)
-    index = previous.index.copy()
-    index.listing = listing
+    index = previous.index.copy(listing=listing)
     if not _apply(store, index, changed):
         return Snapshot(store, files, _whole(store), documents)
     return Snapshot(store, files, index, documents)

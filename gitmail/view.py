@@ -10,6 +10,7 @@ address it serves (DNS rebinding), only with the random token it printed (then a
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import http.cookies
@@ -60,7 +61,7 @@ class Links:
     def thread(self, message_id: str) -> str:
         return f"/thread/{message_id}#m-{message_id}"
 
-    def message(self, message_id: str) -> str | None:
+    def message(self, message_id: str) -> str:
         return f"/message/{message_id}"
 
     def repo(self, name: str) -> str | None:
@@ -75,7 +76,7 @@ class ExportLinks(Links):
     def thread(self, message_id: str) -> str:
         return f"#m-{message_id}"
 
-    def message(self, message_id: str) -> str | None:
+    def message(self, message_id: str) -> str:
         return f"#m-{message_id}"
 
     def repo(self, name: str) -> str | None:
@@ -103,22 +104,17 @@ def ago(date: datetime, now: datetime | None = None) -> str:
     return "under a minute"
 
 
-_environment: jinja2.Environment | None = None
-
-
+@functools.cache
 def environment() -> jinja2.Environment:
-    global _environment
-    if _environment is None:
-        env = jinja2.Environment(
-            loader=jinja2.PackageLoader("gitmail", "templates"),
-            autoescape=True,  # every value printed is escaped, whatever the template's file name
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
-        env.filters.update(visible=visible, when=when, ago=ago)
-        _environment = env
-    return _environment
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("gitmail", "templates"),
+        autoescape=True,  # every value printed is escaped, whatever the template's file name
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(visible=visible, when=when, ago=ago)
+    return env
 
 
 def static(name: str) -> str:
