@@ -241,7 +241,15 @@ def show(
 @app.command()
 def view(
     port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="Serve on this port of 127.0.0.1 (default: a free one).")
+        int,
+        typer.Option(
+            "--port",
+            min=0,
+            max=65535,
+            metavar="PORT",
+            show_default=False,
+            help="Serve on this port (default: a free one).",
+        ),
     ] = 0,
     no_open: Annotated[bool, typer.Option("--no-open", help="Only print the URL; do not open a browser.")] = False,
     export: Annotated[
@@ -264,10 +272,10 @@ def view(
     with web.Server(box, port=port) as server:
         print(server.url, flush=True)
         _say("serving the mailbox read-only on 127.0.0.1; stop with Ctrl-C")
-        if not no_open and not web.open_browser(server.url):
-            _say("no graphical browser found: open the URL above in one")
         web.stop_on_terminate()
         try:
+            if not no_open and not web.open_browser(server.url):
+                _say("no graphical browser found: open the URL above in one")
             server.serve_forever()
         except KeyboardInterrupt:
             _say("stopped")

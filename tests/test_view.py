@@ -626,6 +626,35 @@ def test_gitmail_view_prints_its_url_first_serves_and_stops_cleanly(box: Store, 
     assert err == "gitmail: serving the mailbox read-only on 127.0.0.1; stop with Ctrl-C\ngitmail: stopped\n"
 
 
+@pytest.mark.parametrize("browser", [True, False])
+def test_gitmail_view_opens_the_page_in_a_browser_when_there_is_one(box: Store, tmp_path: Path, browser: bool) -> None:
+    opened = tmp_path / "opened"
+    record = tmp_path / "browser"
+    record.write_text(f'#!/bin/sh\nprintf %s "$1" > {opened}.part && mv {opened}.part {opened}\n')
+    record.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER")}
+    if browser:
+        env["BROWSER"] = str(record)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gitmail", "view"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        url = process.stdout.readline().strip()
+        assert process.stderr.readline().startswith("gitmail: serving the mailbox")
+        if browser:
+            while not opened.exists() and process.poll() is None:  # the browser writes its ready file
+                threading.Event().wait(0.01)
+            assert opened.read_text() == url
+        else:
+            assert process.stderr.readline() == "gitmail: no graphical browser found: open the URL above in one\n"
+    finally:
+        process.terminate()
+        _, rest = process.communicate(timeout=30)
+    assert rest == "gitmail: stopped\n"
+    assert opened.exists() is browser
+
+
 def test_a_busy_port_is_one_clear_error(cli: CliRunner, box: Store) -> None:
     with view.Server(box) as taken:
         result = cli("view", "--no-open", "--port", str(taken.port))
