@@ -276,6 +276,49 @@ def show(
         print(render.card(entry, claims=box.claims(), state=True))
 
 
+@app.command()
+def view(
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port",
+            min=0,
+            max=65535,
+            metavar="PORT",
+            show_default=False,
+            help="Serve on this port (default: a free one).",
+        ),
+    ] = 0,
+    no_open: Annotated[bool, typer.Option("--no-open", help="Only print the URL; do not open a browser.")] = False,
+    export: Annotated[
+        Path | None,
+        typer.Option("--export", metavar="FILE.html", help="Write the view to one self-contained HTML file instead."),
+    ] = None,
+) -> None:
+    """Show the mailbox as a read-only web page on 127.0.0.1: the repos and what waits for each, conversations
+    drawn as threads, broadcasts and the repos they reached, search. Prints the page's URL (it carries an access
+    token) as the first line and serves until interrupted; new mail appears on the page as it arrives."""
+    from gitmail import view as web
+
+    box = Store()
+    if export is not None:
+        if port:
+            raise UsageError("--export writes a file and serves nothing; leave out --port")
+        count = web.export(box, export)
+        _say(f"wrote {count} conversation{'' if count == 1 else 's'} to {export}")
+        return
+    with web.Server(box, port=port) as server:
+        print(server.url, flush=True)
+        _say("serving the mailbox read-only on 127.0.0.1; stop with Ctrl-C")
+        web.stop_on_terminate()
+        try:
+            if not no_open and not web.open_browser(server.url):
+                _say("no graphical browser found: open the URL above in one")
+            server.serve_forever()
+        except KeyboardInterrupt:
+            _say("stopped")
+
+
 ClaudeOption = Annotated[bool, typer.Option("--claude", help="Claude Code (~/.claude/settings.json).")]
 CodexOption = Annotated[bool, typer.Option("--codex", help="Codex ($CODEX_HOME or ~/.codex, hooks.json).")]
 NoTrustOption = Annotated[
