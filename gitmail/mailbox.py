@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from gitmail import history, receipts, stamps
+from gitmail import history, receipts
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
 from gitmail.identity import RepoName
 from gitmail.layout import (
@@ -111,7 +111,6 @@ def send(
         writer.apply(
             [Change(inbox_prefix(recipient) + message.id, oid, None)], f"gitmail: {message.sender} sent {message.id}"
         )
-    stamps.bump(store.path, [recipient], message.id)
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -126,7 +125,6 @@ def broadcast(
         oid = writer.commit(message)
         writer.apply([Change(active + message.id, oid, None)], f"gitmail: {message.sender} broadcast {message.id}")
         writer.add_seen([oid], message.sender, message.date)
-    stamps.bump(store.path, [None], message.id)
     return Entry(message, State.BROADCAST, oid, None)
 
 
@@ -165,7 +163,6 @@ def reply(
         record = receipts.Record(receipts.REPLIED, str(me), message.date, reply=message.id)
         changes += _receipts(writer, {original.oid: [record]}, me)
         writer.apply(changes, f"gitmail: {me} replied to {first.id} with {message.id}")
-    stamps.bump(store.path, [recipient], message.id)
     return Entry(message, State.PENDING, oid, recipient)
 
 

@@ -13,16 +13,17 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmail import gitcmd, history, lock
+from gitmail import gitcmd, history, lock, stamps
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
 from gitmail.identity import RepoName
-from gitmail.layout import OWN_DIR, SEEN_NOTES, Change, Located, damaged_ref, email, locate
+from gitmail.layout import OWN_DIR, SEEN_NOTES, Change, Located, State, damaged_ref, email, locate
 from gitmail.lock import Deadline
 
 if TYPE_CHECKING:
@@ -301,6 +302,7 @@ class Store:
 
     def write_claims(self, claims: dict[str, str]) -> None:
         lock.write_atomically(self.own_dir / "claims.json", json.dumps(claims, indent=1, sort_keys=True).encode())
+        stamps.bump(self.path, [stamps.CLAIMS], f"{time.time_ns():x}")  # trust labels may read differently now
 
     def _finish_dead_writers_change(self, fd: int) -> None:
         """Replay a journal a killed writer left. One whose objects are gone (a `git gc --prune=now` ran since) is
@@ -329,6 +331,7 @@ class Store:
         _update_refs(self, changes, finish, RepoName("gitmail"), fd, Deadline(lock.GIT_LOCK_WAIT), verify=False)
         journal.clear()
         history.forget(self.path)  # what the dead writer brought in is found when the index is rebuilt
+        stamps.bump(self.path, *touched(changes, None))
 
 
 class Writer:
@@ -359,6 +362,7 @@ class Writer:
         finally:
             journal.clear()  # done, or refused whole before anything moved
         self._wrote = True
+        stamps.bump(self.store.path, *touched(changes, self.actor))
         if arrivals and history.complete(self.store.path):
             try:
                 history.append(self.store.path, arrivals)
@@ -433,6 +437,23 @@ class Writer:
             self.store.git("repack", "-d", "-q", "--geometric=2", pass_fds=(self.lock_fd,))
         except MailboxError as error:  # packing is housekeeping: the write itself has landed
             log_problem(self.store, f"packing was put off: {error}")
+
+
+def touched(changes: Sequence[Change], actor: RepoName | None) -> tuple[set[RepoName | None], str]:
+    """Whose pending mail these changes alter (None: every repo's broadcasts), and the stamp to mark it with:
+    a new message's id where one arrives. A session that looked before then looks again."""
+    names: set[RepoName | None] = set()
+    value = ""
+    for change in changes:
+        place = locate(change.ref, change.new or change.old or "")
+        if place is not None and place.state in (State.PENDING, State.BROADCAST):
+            names.add(place.recipient)
+            value = place.id if change.new and change.old is None else value
+        elif place is not None and place.state is State.RETRACTED:
+            names.add(None)
+        elif change.ref == SEEN_NOTES and actor is not None:
+            names.add(actor)  # a broadcast was handed to it: no longer pending there
+    return names, value or f"{time.time_ns():x}"
 
 
 def _update_refs(
