@@ -17,6 +17,8 @@ _MAX_ENCODED = 200  # a loose ref is a file: keep well under NAME_MAX (255 bytes
 # Control characters, line and paragraph separators, noncharacters and bidirectional overrides:
 # none may appear in a name, and in free text (subjects) they collapse to a space.
 UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff\u202a-\u202e\u2066-\u2069]")
+# Lone surrogates: how Python hands over command-line arguments and file names whose bytes are not UTF-8.
+NOT_UTF8 = re.compile("[\ud800-\udfff]")
 
 
 class RepoName(str):
@@ -46,6 +48,8 @@ class RepoName(str):
 
 
 def name_problem(raw: str) -> str | None:
+    if NOT_UTF8.search(raw):
+        return "it is not valid UTF-8"
     if not raw or not raw.strip():
         return "it is empty"
     if "/" in raw:
@@ -87,7 +91,7 @@ def repo_of(cwd: str | os.PathLike[str]) -> tuple[RepoName, Path]:
         )
     problem = name_problem(top.name)
     if problem:
-        raise GitmailError(
+        raise UsageError(
             f"this repository's folder name {top.name!r} cannot be a mailbox name: {problem} "
             "(name one with --from/--repo)"
         )

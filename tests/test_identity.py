@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from gitmail import mailbox
 from gitmail.errors import GitmailError, UsageError
 from gitmail.identity import RepoName, repo_of, toplevel
+from gitmail.store import Store
+from tests.conftest import RepoFactory, mailbox_snapshot, run_gitmail
 
 
 @pytest.mark.parametrize(
@@ -43,6 +47,7 @@ def test_git_accepts_every_encoded_name(tmp_path: Path) -> None:
         ("_broadcast", "reserved"),
         ("..", "not a directory name"),
         ("x" * 201, "too long"),
+        ("w\udcffb", "not valid UTF-8"),
     ],
 )
 def test_unusable_names_are_refused_with_the_reason(raw: str, problem: str) -> None:
@@ -89,5 +94,54 @@ def test_outside_any_repository_there_is_no_identity(tmp_path: Path) -> None:
 def test_a_folder_name_that_cannot_be_a_mailbox_name_says_so(tmp_path: Path) -> None:
     odd = tmp_path / "_scratch"
     subprocess.run(["git", "init", "-q", str(odd)], check=True)
-    with pytest.raises(GitmailError, match="reserved.*--from/--repo"):
+    with pytest.raises(UsageError, match="reserved.*--from/--repo"):
         repo_of(odd)
+
+
+# -- names that are not UTF-8, at every boundary -----------------------------------------------------------------
+
+BAD = "w\udcffb"  # the bytes b"w\xffb" as Python hands them over from the command line and from file names
+NOT_A_NAME = "invalid repo name 'w\\udcffb': it is not valid UTF-8"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["send", "--to", BAD, "-s", "hi", "--from", "api"], NOT_A_NAME),
+        (["send", "--to", "web", "-s", "hi", "--from", BAD], NOT_A_NAME),
+        (["send", "--to", "web", "-s", f"hi {BAD}", "--from", "api"], "the subject is not valid UTF-8 text"),
+        (["send", "--to", "web", "-s", "hi", "-m", f"see {BAD}", "--from", "api"], "the body is not valid UTF-8 text"),
+        (["inbox", "--repo", BAD], NOT_A_NAME),
+        (["log", "--repo", BAD], NOT_A_NAME),
+        (["done", "--all", "--repo", BAD], NOT_A_NAME),
+        (["reopen", "0123456789", "--repo", BAD], NOT_A_NAME),
+    ],
+)
+def test_arguments_that_are_not_utf8_are_one_usage_error(args: list[str], line: str, tmp_path: Path) -> None:
+    box = Store()
+    mailbox.send(box, sender="api", to="web", subject="already here")
+    before = mailbox_snapshot(box.path)
+    result = run_gitmail(*args, cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", f"gitmail: error: {line}\n")
+    assert mailbox_snapshot(box.path) == before
+
+
+def test_a_repository_whose_folder_name_is_not_utf8_gets_one_usage_error(repos: RepoFactory) -> None:
+    folder = repos(BAD)
+    line = (
+        "gitmail: error: this repository's folder name 'w\\udcffb' cannot be a mailbox name: it is not valid UTF-8 "
+        "(name one with --from/--repo)\n"
+    )
+    for args in (["send", "--to", "web", "-s", "hi"], ["inbox"], ["log"], ["done", "--all"]):
+        result = run_gitmail(*args, cwd=folder)
+        assert (result.returncode, result.stdout, result.stderr) == (2, "", line), args
+    assert not Store().path.exists()
+
+
+def test_the_hook_is_silent_in_a_repository_whose_folder_name_is_not_utf8(repos: RepoFactory) -> None:
+    mailbox.send(Store(), sender="api", to="web", subject="for someone else")
+    folder = repos(BAD)
+    start = {"hook_event_name": "SessionStart", "source": "startup", "session_id": "s1"}
+    for payload in (start, {**start, "cwd": str(folder)}):
+        result = run_gitmail("hook", "session-start", cwd=folder, stdin=json.dumps(payload))
+        assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
