@@ -27,7 +27,7 @@ from gitmail.layout import (
     Located,
     State,
     archive_prefix,
-    email,
+    emails,
     inbox_prefix,
     latest,
     locate,
@@ -483,7 +483,8 @@ def log(
         me = RepoName.parse(repo)
         received = _from_rows(store, store.log_refs(*common, f"--glob={ROOT}{me.ref}", f"--glob={BROADCASTS}"))
         sent = _from_rows(
-            store, store.log_refs(*common, "--fixed-strings", f"--glob={ROOT}", f"--author=<{email(me)}>")
+            store,
+            store.log_refs(*common, "--fixed-strings", f"--glob={ROOT}", *(f"--author=<{e}>" for e in emails(me))),
         )
         mine = {e.message.id: e for e in received + [e for e in sent if e.message.sender == me]}
         return _newest_first(list(mine.values()))[:limit]

@@ -19,9 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmail import gitcmd, lock
+from gitmail import gitcmd, lock, migrate
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
-from gitmail.identity import RepoName
+from gitmail.identity import RepoName, nfc_keys
 from gitmail.layout import OWN_DIR, SEEN_NOTES, Change, Located, damaged_ref, email, locate
 from gitmail.lock import Deadline
 
@@ -55,6 +55,7 @@ class Store:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self._checked = False
+        self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
 
     # -- existence and health ---------------------------------------------------------------------------------
 
@@ -101,6 +102,7 @@ class Store:
                 f"{where} is a git repository gitmail did not create; point {MAILBOX_ENV} at a new or empty path"
             )
         self._checked = True
+        migrate.on_open(self, settings)
 
     @property
     def own_dir(self) -> Path:
@@ -112,7 +114,7 @@ class Store:
             data = json.loads((self.own_dir / "claims.json").read_text())
         except (OSError, ValueError):
             return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        return nfc_keys({str(k): str(v) for k, v in data.items()}) if isinstance(data, dict) else {}
 
     def writable(self) -> bool:
         """Whether this process may write the mailbox (a read-only mailbox is still read)."""
@@ -134,7 +136,7 @@ class Store:
         if not self.exists():
             return []
         limit = [f"--count={count}"] if count is not None else []
-        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", *limit, *patterns)
+        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", *limit, *migrate.readable(self, patterns))
         found = []
         for line in out.decode(errors="replace").splitlines():
             oid, _, ref = line.partition(" ")
@@ -155,7 +157,7 @@ class Store:
             "--no-show-signature",
             "--format=%H%x00%D",
             "--decorate-refs=refs/gitmail/",
-            *args,
+            *migrate.readable(self, args),
         )
         rows = []
         for line in out.decode(errors="replace").splitlines():
