@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import mailbox
+from gitmail import mailbox, stamps
 from gitmail.errors import GitmailError, UsageError
 from gitmail.identity import RepoName, first_format_ref, name_problem, nfc_keys, repo_of, toplevel
 from gitmail.store import Store
@@ -35,6 +35,7 @@ def test_common_lowercase_names_are_their_own_ref_and_stamp_file_name() -> None:
     names = ["web", "my-app", "api_v2", *("".join(rng.choices(alphabet, k=rng.randint(1, 40))) for _ in range(2000))]
     for name in (n for n in names if not n.startswith("_")):
         assert RepoName.parse(name).ref == name
+        assert stamps.path(Path("/mail.git"), RepoName.parse(name)).name == name
 
 
 def test_ref_encoding_percent_encodes_everything_else() -> None:

@@ -67,6 +67,13 @@ def canonical(ref: str) -> bool:
         return False
 
 
+def test_the_format_is_read_from_the_gitmail_section_of_the_config() -> None:
+    config = "[core]\n\trepositoryformatversion = 0\n[gitmail]\n\tversion = 1\n[notes]\n\tversion = 7\n"
+    assert migrate.version(config) == 1
+    assert migrate.version(config + "[gitmail]\n\tversion = 2\n") == 2  # the last value wins, as in git
+    assert migrate.version("[core]\n\tbare = true\n") == 0
+
+
 def test_a_new_mailbox_is_of_the_current_format_and_is_never_migrated(box: Store) -> None:
     sent = mailbox.send(box, sender="api", to="Web", subject="hello")
     assert version(box) == "2"
