@@ -27,7 +27,7 @@ from gitmail.layout import (
     Located,
     State,
     archive_prefix,
-    email,
+    emails,
     inbox_prefix,
     latest,
     locate,
@@ -520,7 +520,7 @@ def log(
             return with_receipts(store, recent)
     common = ["--no-walk=sorted"] + (["--regexp-ignore-case", "--fixed-strings", f"--grep={grep}"] if grep else [])
     common += [f"--max-count={limit}"] if limit is not None else []
-    by_me = ["--fixed-strings", f"--glob={ROOT}", f"--author=<{email(me)}>"] if me is not None else []
+    by_me = ["--fixed-strings", f"--glob={ROOT}", *(f"--author=<{e}>" for e in emails(me))] if me is not None else []
     if me is None:
         entries = _from_rows(store, store.log_refs(*common, f"--glob={ROOT}"))
     elif sent:

@@ -20,9 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmail import gitcmd, history, lock, stamps
+from gitmail import gitcmd, history, lock, migrate, stamps
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
-from gitmail.identity import RepoName
+from gitmail.identity import RepoName, from_address, nfc_keys
 from gitmail.layout import OWN_DIR, SEEN_NOTES, Change, Located, State, damaged_ref, email, locate
 from gitmail.lock import Deadline
 
@@ -56,6 +56,7 @@ class Store:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self._checked = False
+        self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
 
     # -- existence and health ---------------------------------------------------------------------------------
 
@@ -102,6 +103,7 @@ class Store:
                 f"{where} is a git repository gitmail did not create; point {MAILBOX_ENV} at a new or empty path"
             )
         self._checked = True
+        migrate.on_open(self, settings)
 
     @property
     def own_dir(self) -> Path:
@@ -113,7 +115,7 @@ class Store:
             data = json.loads((self.own_dir / "claims.json").read_text())
         except (OSError, ValueError):
             return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        return nfc_keys({str(k): str(v) for k, v in data.items()}) if isinstance(data, dict) else {}
 
     def setting(self, name: str) -> str | None:
         """A value from the `[gitmail]` section of the mailbox's config (`git config gitmail.NAME VALUE`), read
@@ -159,7 +161,7 @@ class Store:
         if not self.exists():
             return []
         limit = [f"--count={count}"] if count is not None else []
-        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", *limit, *patterns)
+        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", *limit, *migrate.readable(self, patterns))
         found = []
         for line in out.decode(errors="replace").splitlines():
             oid, _, ref = line.partition(" ")
@@ -180,7 +182,7 @@ class Store:
             "--no-show-signature",
             "--format=%H%x00%D",
             "--decorate-refs=refs/gitmail/",
-            *args,
+            *migrate.readable(self, args),
         )
         rows = []
         for line in out.decode(errors="replace").splitlines():
@@ -297,7 +299,8 @@ class Store:
             if place is None or not when.isdigit():
                 continue
             recipient = place.recipient.ref if place.recipient is not None else history.BROADCAST
-            lines.append(history.Line(int(when), place.id, recipient, email.strip("<>").rsplit("@", 1)[0]))
+            sender = from_address(email)
+            lines.append(history.Line(int(when), place.id, recipient, sender.ref if sender else history.UNKNOWN))
         return lines
 
     def write_claims(self, claims: dict[str, str]) -> None:
@@ -377,9 +380,10 @@ class Writer:
             place = locate(change.ref, change.new) if change.old is None and change.new else None
             if place is None or place.id in moved:
                 continue
-            email, time = self.objects.author(place.oid)
+            address, when = self.objects.author(place.oid)
             recipient = place.recipient.ref if place.recipient is not None else history.BROADCAST
-            lines.append(history.Line(time, place.id, recipient, email.rsplit("@", 1)[0]))
+            sender = from_address(address)
+            lines.append(history.Line(when, place.id, recipient, sender.ref if sender else history.UNKNOWN))
         return lines
 
     def add_seen(self, oids: Sequence[str], repo: RepoName, when: datetime) -> list[str]:
