@@ -33,7 +33,9 @@ if [ -z "$session" ]; then
 fi
 case $session in '' | *[!A-Za-z0-9_-]*) session= ;; esac
 
-# The repository: the nearest directory up from here with a .git (Python checks it properly when it runs).
+# The repository: the nearest directory up from here with a .git (Python checks it properly when it runs). The
+# host may start this with a PWD of its own; `cd -P .` makes PWD the real working directory, without a process.
+cd -P . 2>/dev/null || run
 dir=${PWD:-}
 case $dir in /*) ;; *) dir= ;; esac
 while [ -n "$dir" ] && [ ! -e "$dir/.git" ]; do
