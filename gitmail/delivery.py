@@ -168,7 +168,7 @@ def _show(
     handed: list[Entry] = list(chosen.broadcasts) if peek else []
     note = None
     recorded = True
-    unreceipted = [e for e in chosen.directed if e.message.id not in mail.receipted]
+    unreceipted = [e for e in chosen.directed if e.message.id not in mail.receipted] if store.flag("receipts") else []
     if not peek and (chosen.broadcasts or unreceipted):
         handed, note, recorded = _record(store, reader, moment, unreceipted, chosen.broadcasts, deadline, busy)
     shown = render.Selection(chosen.directed, handed, chosen.summarised)
