@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
+from functools import lru_cache
 from typing import NamedTuple
 
 from gitmail.identity import RepoName
@@ -86,15 +87,21 @@ def locate(ref: str, oid: str) -> Located | None:
     if (parts[0] == "_broadcast") != (state in (State.BROADCAST, State.RETRACTED)):
         return None
     try:
-        recipient = None if parts[0] == "_broadcast" else RepoName.from_ref(parts[0])
+        recipient = None if parts[0] == "_broadcast" else _recipient(parts[0])
     except Exception:
         return None
     return Located(ref=ref, oid=oid, id=parts[2], state=state, recipient=recipient)
 
 
+@lru_cache(maxsize=4096)
+def _recipient(component: str) -> RepoName:
+    """A few names recur in many thousand refs: each is decoded and checked once."""
+    return RepoName.from_ref(component)
+
+
 def damaged_ref(ref: str) -> str:
-    """Where a damaged message ref is set aside: the same path below refs/gitmail/_damaged/."""
-    return DAMAGED + ref[len(ROOT) :]
+    """Where a damaged ref is set aside: the same path below refs/gitmail/_damaged/ (refs/notes/x: notes/x)."""
+    return DAMAGED + (ref[len(ROOT) :] if ref.startswith(ROOT) else ref[len("refs/") :])
 
 
 def latest(places: Sequence[Located]) -> list[Located]:

@@ -78,6 +78,15 @@ class DoneResult(NamedTuple):
     archived: Sequence[Entry] = ()
     already: Sequence[str] = ()  # already archived, or broadcasts (nothing to archive)
     unshown: Sequence[str] = ()  # `everything`: pending mail no session of this repo was shown yet, left alone
+    set_aside: Sequence[str] = ()  # unreadable: moved under refs/gitmail/_damaged/ instead of archived
+
+
+class History(list[Entry]):
+    """What `log` found: its entries, and the ids of messages it selected that could not be read."""
+
+    def __init__(self, entries: Iterable[Entry] = (), unreadable: Sequence[str] = ()) -> None:
+        super().__init__(entries)
+        self.unreadable = list(unreadable)
 
 
 def open_mailbox(path: str | os.PathLike[str] | None = None) -> Store:
@@ -337,10 +346,14 @@ def show(store: Store, message_id: str) -> Entry:
     place = resolve(store, message_id)
     entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]))
     if unreadable:
-        raise GitmailError(
-            f"message {place.id} is stored but cannot be read (its commit or document is damaged); run `gitmail doctor`"
-        )
+        raise _unreadable(place)
     return entries[0]
+
+
+def _unreadable(place: Located) -> GitmailError:
+    return GitmailError(
+        f"message {place.id} is stored but cannot be read (its commit or document is damaged); run `gitmail doctor`"
+    )
 
 
 def resolve(store: Store, message_id: str) -> Located:
@@ -374,6 +387,7 @@ def done(store: Store, *, repo: str, ids: Sequence[str] = (), everything: bool =
             raise UsageError("name the messages to mark done, or pass --all")
         places = [resolve(store, i) for i in ids]
     already: list[str] = []
+    set_aside: list[str] = []
     todo: dict[str, Located] = {}
     for place in places:
         if place.recipient is None:
@@ -399,6 +413,7 @@ def done(store: Store, *, repo: str, ids: Sequence[str] = (), everything: bool =
                 continue
             if place.id not in entries:  # its commit is gone: it can only be set aside
                 changes += _set_aside(writer, place)
+                set_aside.append(place.id)
             else:
                 changes += [Change(archive_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
                 archived.append(entries[place.id]._replace(state=State.ARCHIVED, recipient=me))
@@ -406,7 +421,7 @@ def done(store: Store, *, repo: str, ids: Sequence[str] = (), everything: bool =
         changes += _receipts(writer, {e.oid: [record] for e in archived}, me)
         if changes:
             writer.apply(changes, f"gitmail: {me} marked done {' '.join(todo)}")
-    return DoneResult(archived, already, unshown)
+    return DoneResult(archived, already, unshown, set_aside)
 
 
 def reopen(store: Store, *, repo: str, message_id: str) -> Entry:
@@ -437,7 +452,7 @@ def _receipts(
     lines: dict[str, list[str]] = {}
     for oid, wanted in records.items():
         if only_first:
-            old = receipts.parse(writer.objects.note(writer.target(RECEIPTS_NOTES), oid).splitlines())
+            old = receipts.parse(writer.objects.note(writer.notes_tip(RECEIPTS_NOTES), oid).splitlines())
             wanted = [r for r in wanted if not receipts.delivered(old, r.repo)]
         if wanted:
             lines[oid] = [r.line() for r in wanted]
@@ -468,39 +483,44 @@ def log(
     limit: int | None = 20,
     grep: str | None = None,
     thread: str | None = None,
-) -> list[Entry]:
+) -> History:
     """History, newest first: a repo's mail (to it, from it, and broadcasts), or everyone's when `repo` is None.
-    With `thread`, the whole conversation that message belongs to, oldest first."""
+    With `thread`, the whole conversation that message belongs to, oldest first. Messages that cannot be read
+    are left out and named in `unreadable` (a thread's are left out only)."""
     if not store.exists():
-        return []
+        return History()
     if thread is not None:
-        return _oldest_first(_thread(store, resolve(store, thread)))
+        return History(_oldest_first(_thread(store, resolve(store, thread))))
     common = ["--no-walk=sorted"] + (["--regexp-ignore-case", "--fixed-strings", f"--grep={grep}"] if grep else [])
     common += [f"--max-count={limit}"] if limit is not None else []
     if repo is None:
-        rows = store.log_refs(*common, f"--glob={ROOT}")
+        entries, unreadable = _from_rows(store, store.log_refs(*common, f"--glob={ROOT}"))
     else:
         me = RepoName.parse(repo)
-        received = _from_rows(store, store.log_refs(*common, f"--glob={ROOT}{me.ref}", f"--glob={BROADCASTS}"))
-        sent = _from_rows(
+        received, unreadable = _from_rows(
+            store, store.log_refs(*common, f"--glob={ROOT}{me.ref}", f"--glob={BROADCASTS}")
+        )
+        sent, _ = _from_rows(  # another repo's unreadable mail is not this repo's to hear of
             store, store.log_refs(*common, "--fixed-strings", f"--glob={ROOT}", f"--author=<{email(me)}>")
         )
         mine = {e.message.id: e for e in received + [e for e in sent if e.message.sender == me]}
-        return _newest_first(list(mine.values()))[:limit]
-    entries = _newest_first(_from_rows(store, rows))
-    return entries[:limit] if limit is not None else entries
+        return History(_newest_first(list(mine.values()))[:limit], unreadable)
+    entries = _newest_first(entries)
+    return History(entries[:limit] if limit is not None else entries, unreadable)
 
 
 def _thread(store: Store, place: Located) -> list[Entry]:
-    root = store.git("rev-list", "--max-parents=0", place.oid).decode().split()[0]
+    try:
+        root = store.git("rev-list", "--max-parents=0", place.oid).decode().split()[0]
+    except MailboxError:  # its commit, or one it answers, is gone
+        raise _unreadable(place) from None
     rows = store.log_refs("--no-walk", root) + store.log_refs("--ancestry-path", f"^{root}", f"--glob={ROOT}")
-    return _from_rows(store, rows)
+    return _from_rows(store, rows)[0]
 
 
-def _from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> list[Entry]:
+def _from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> tuple[list[Entry], list[str]]:
     places = latest([p for oid, refs in rows for ref in refs if (p := locate(ref, oid))])
-    entries, _ = _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]))
-    return entries
+    return _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]))
 
 
 def _entries(places: Sequence[Located], documents: Sequence[bytes | None]) -> tuple[list[Entry], list[str]]:

@@ -178,6 +178,9 @@ class Objects:
                 return found.data.decode(errors="replace")
         return ""
 
+    def has(self, oid: str) -> bool:
+        return oid in self.repo
+
     def target(self, ref: str) -> str | None:
         found = self.repo.references.get(ref)
         return str(found.target) if found is not None else None

@@ -76,7 +76,7 @@ class Store:
         try:
             if not where.is_dir():
                 raise MailboxError(f"mailbox path {where} exists but is not a directory")
-            _check_ownership(where)
+            check_ownership(where)
             head, config = where / "HEAD", where / "config"
             if not head.is_file() or not (where / "objects").is_dir() or not config.is_file():
                 raise MailboxError(f"mailbox path {where} is not a git repository")
@@ -144,24 +144,38 @@ class Store:
         return found
 
     def log_refs(self, *args: str) -> list[tuple[str, list[str]]]:
-        """Commits `git log` selects with the given arguments, newest first, with their gitmail refs. A ref whose
-        commit is missing is skipped (`gitmail doctor` reports it)."""
+        """Commits `git log` selects with the given arguments, newest first, with their gitmail refs. A ref among
+        those the `--glob` arguments name whose commit is missing comes last, as a row of its own: git log skips
+        it, and its readers find no document there and report it. Finding those costs nothing while every ref
+        is whole: git log fails on such a ref, and only then are they looked for."""
         if not self.exists():
             return []
+        try:
+            return self._log(*args)
+        except gitcmd.GitFailed as failure:
+            if not re.search(r"\b(bad|missing) object\b", failure.stderr):
+                raise
+        globs = [a.split("=", 1)[1] for a in args if a.startswith("--glob=")]
+        return self._log("--ignore-missing", *args) + [(p.oid, [p.ref]) for p in self.dangling(*globs)]
+
+    def _log(self, *args: str) -> list[tuple[str, list[str]]]:
         out = self.git(
-            "log",
-            "--ignore-missing",
-            "--no-color",
-            "--no-show-signature",
-            "--format=%H%x00%D",
-            "--decorate-refs=refs/gitmail/",
-            *args,
+            "log", "--no-color", "--no-show-signature", "--format=%H%x00%D", "--decorate-refs=refs/gitmail/", *args
         )
         rows = []
         for line in out.decode(errors="replace").splitlines():
             oid, _, decorations = line.partition("\x00")
             rows.append((oid, [d for d in decorations.split(", ") if d]))
         return rows
+
+    def dangling(self, *patterns: str) -> list[Located]:
+        """Message refs under these prefixes whose commit the mailbox no longer has (a `git gc --prune=now` ran
+        while they were being written)."""
+        if not patterns:
+            return []
+        places = self.refs(*patterns)
+        gone = self.missing([p.oid for p in places])
+        return [p for p in places if p.oid in gone]
 
     def read(self, specs: Sequence[str]) -> list[bytes | None]:
         """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing."""
@@ -318,17 +332,29 @@ class Writer:
     ) -> tuple[Change | None, list[str]]:
         """A notes commit adding these lines to the notes on these objects (kept sorted and unique, so copies
         merge as a union), and the ref change that would publish it; None and [] when every line is there."""
-        parent = self.target(notes_ref)
+        current = self.target(notes_ref)
+        parent = self.notes_tip(notes_ref)
         notes: dict[str, str] = {}
         for oid, lines in additions.items():
             old = set(self.objects.note(parent, oid).splitlines())
             if not set(lines) <= old:
                 notes[oid] = "".join(f"{line}\n" for line in sorted(old | set(lines)))
-        if not notes:
-            return None, []
+        if not notes:  # a tip lost to a prune is put back even when there is nothing to add
+            return (Change(notes_ref, parent, current) if parent is not None and parent != current else None), []
         text = f"gitmail: notes for {' '.join(notes)} by {who}\n"
         commit = self.objects.notes_commit(parent, notes, who=who, when=when, text=text, fan_out=fan_out)
-        return Change(notes_ref, commit, parent), list(notes)
+        return Change(notes_ref, commit, current), list(notes)
+
+    def notes_tip(self, notes_ref: str) -> str | None:
+        """The commit the next notes commit on `notes_ref` builds on: its tip, or, when the tip's commit is gone
+        (a `git gc --prune=now` ran while it was being written), the newest commit the ref's reflog names that
+        the mailbox still has. Only what that one write added is lost, and notes go on being written."""
+        tip = self.target(notes_ref)
+        if tip is None or self.objects.has(tip):
+            return tip
+        kept = next((new for _, new in reversed(reflog(self.store.path, notes_ref)) if self.objects.has(new)), None)
+        log_problem(self.store, f"{notes_ref} pointed at {tip}, which the mailbox no longer has; went on from {kept}")
+        return kept
 
     def set_aside(self, ref: str, oid: str, what: str) -> list[Change]:
         """The changes that move a damaged message ref out of every listing, into refs/gitmail/_damaged/, never
@@ -413,7 +439,22 @@ def _update_refs(
             ) from None
 
 
-def _check_ownership(where: Path) -> None:
+def reflog(git_dir: Path, ref: str) -> list[tuple[str, str]]:
+    """The (old, new) commit ids of each entry in a ref's reflog, oldest first; [] when it has none."""
+    try:
+        text = (git_dir / "logs" / ref).read_text(errors="replace")
+    except OSError:
+        return []
+    entries = []
+    for line in text.splitlines():
+        old, _, rest = line.partition(" ")
+        new = rest.partition(" ")[0]
+        if len(old) == len(new) in (40, 64) and new.strip("0"):
+            entries.append((old, new))
+    return entries
+
+
+def check_ownership(where: Path) -> None:
     """Refuse a mailbox another user owns or could change (as ssh refuses a key file others can write): its
     config and refs decide what gitmail runs and delivers. Inside a private (0700) mailbox nobody else can reach
     anything, whatever the modes there."""
