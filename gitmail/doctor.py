@@ -70,7 +70,7 @@ def examine(store: Store, *, here: Path | None, home: Path, repaired: Sequence[s
                 if held:  # a writer caught mid-change looks like damage: look again while none can be
                     inventory = _inventory(store)
         findings += inventory.findings(store)
-        messages = inventory.messages
+        messages = inventory.readable()
     findings += _repository(store, here, messages)
     findings += _hooks(home)
     return Report(store.path, findings, list(repaired))
@@ -297,6 +297,11 @@ class Inventory(NamedTuple):
     lost_notes: list[tuple[str, str]]  # notes refs whose commit is gone: (ref, commit)
     lost_other: list[tuple[str, str]]  # other refs pointing at a missing object
     damaged: list[str]  # refs set aside under refs/gitmail/_damaged/
+
+    def readable(self) -> list[Located]:
+        """Each message that can be read, in the state that counts."""
+        damaged = {p.ref for p in [*self.lost, *self.unreadable]}
+        return latest([p for p in self.messages if p.ref not in damaged])
 
     def troubled(self) -> bool:
         return bool(self.lost or self.unreadable or self.twice or self.lost_notes or self.lost_other)
@@ -576,13 +581,12 @@ def _hooks(home: Path) -> list[Finding]:
 
     findings = []
     for hook in installed_hooks(home):
-        label = {"claude": "Claude Code", "codex": "Codex"}[hook.host]
         if not hook.commands and not hook.plugin:
             findings.append(
                 Finding(
                     hook.host,
                     Level.NOTE,
-                    f"{label} is here, but gitmail's hook is not installed: its sessions get mail only when they run "
+                    f"gitmail's hook is not installed in {hook.path}: sessions get mail only when they run "
                     "`gitmail inbox`",
                     f"gitmail install --{hook.host}",
                 )
@@ -609,7 +613,7 @@ def _hooks(home: Path) -> list[Finding]:
                 )
             )
         if not hook.commands:
-            findings.append(Finding(hook.host, Level.OK, f"{label}: gitmail is enabled as a plugin"))
+            findings.append(Finding(hook.host, Level.OK, "gitmail is enabled as a plugin"))
             continue
         runs, version, how = _still_runs(hook.commands[0])
         if not runs:
@@ -617,7 +621,7 @@ def _hooks(home: Path) -> list[Finding]:
                 Finding(
                     hook.host,
                     Level.PROBLEM,
-                    f"{label}: the hook in {hook.path} no longer finds gitmail ({how}), so sessions get no mail",
+                    f"the hook in {hook.path} no longer finds gitmail ({how}), so sessions get no mail",
                     f"gitmail install --{hook.host}, from the gitmail you use",
                 )
             )
@@ -626,12 +630,12 @@ def _hooks(home: Path) -> list[Finding]:
                 Finding(
                     hook.host,
                     Level.NOTE,
-                    f"{label}: the hook runs gitmail {version or '(unknown version)'} ({how}); this is {__version__}",
+                    f"the hook in {hook.path} runs gitmail {version} ({how}); this is {__version__}",
                     f"gitmail install --{hook.host}, from the gitmail you mean sessions to use",
                 )
             )
         else:
-            findings.append(Finding(hook.host, Level.OK, f"{label}: hook installed in {hook.path}; {how}"))
+            findings.append(Finding(hook.host, Level.OK, f"hook installed in {hook.path}; {how}"))
     return findings
 
 
