@@ -21,12 +21,12 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gitmail import lock
+from gitmail import gitcmd, lock
 from gitmail.errors import MailboxError
 from gitmail.identity import RepoName, name_problem
 from gitmail.layout import DAMAGED, Change, Located, State, damaged_ref, latest, locate
 from gitmail.message import DOCUMENT_NAME, BadDocument, parse
-from gitmail.store import WRITE_WAIT, Store, check_ownership, log_problem
+from gitmail.store import WRITE_WAIT, Store, Writer, check_ownership, log_problem, reflog
 
 LISTED = 10  # ids or files named in one line before "and N more"
 NOTES = "refs/notes/"
@@ -120,24 +120,39 @@ def repair(store: Store, *, here: Path | None) -> list[str]:
                 else:  # two different commits under one id: keep both in sight
                     changes += writer.set_aside(place.ref, place.oid, f"message {place.id}")
                     done.append(f"set aside {place.ref}: {place.id} is {kept.state.value} ({kept.ref})")
-        for ref, oid in inventory.lost_notes:
-            restored = writer.notes_tip(ref)
-            if restored is not None:
-                changes.append(Change(ref, restored, oid))
-                done.append(f"pointed {ref} back at {restored}, the newest commit of it the mailbox still has")
-            else:
-                changes += writer.set_aside(ref, oid, ref)
-                done.append(f"set aside {ref}: no commit of it is left")
+        for ref, oid in inventory.set_aside_lost:
+            text = f"gitmail: {ref} pointed at {oid}, which the mailbox no longer has whole\n"
+            changes.append(Change(ref, writer.objects.record(text, who=ACTOR), oid))
+            done.append(f"gave {ref} a record of what was lost ({oid})")
+        for notes in inventory.notes:
+            if notes.gone or not notes.whole:
+                changes.append(_mend(store, writer, notes))
+                done.append(f"mended {notes.ref}: {changes[-1].new} holds every note still whole")
         if changes:
             writer.apply(changes, "gitmail: doctor set aside what could not be read")
-        for ref, indices in _stale_reflogs(store).items():
-            # Newest entry is @{0}; dropping the oldest first keeps the other indices valid.
-            store.git("reflog", "delete", "--rewrite", *(f"{ref}@{{{i}}}" for i in sorted(indices, reverse=True)))
-            done.append(f"dropped {len(indices)} entries naming lost commits from the reflog of {ref}")
+        for notes in _inventory(store).notes if inventory.notes else []:
+            if notes.stale:  # newest is @{0}: dropping the oldest first keeps the other indices valid
+                indices = sorted(notes.stale, reverse=True)
+                store.git("reflog", "delete", "--rewrite", *(f"{notes.ref}@{{{i}}}" for i in indices))
+                done.append(f"dropped {len(indices)} entries naming lost commits from the reflog of {notes.ref}")
         done += _reclaim(store, here)
     for line in done:
         log_problem(store, f"doctor: {line}")
     return done
+
+
+def _mend(store: Store, writer: Writer, notes: Notes) -> Change:
+    """Put a notes ref a prune damaged back on its feet: the newest of its commits that is still whole becomes its
+    tip again; what later notes are still here is added on top, leaving out the notes that are gone."""
+    candidates = [c for c in [notes.tip, *(new for _, new in reversed(reflog(store.path, notes.ref)))] if c]
+    whole = next((c for c in dict.fromkeys(candidates) if store.whole(c)), None)
+    newest = writer.notes_tip(notes.ref)  # the newest commit of it that can still be read
+    if newest is None or newest == whole:
+        return Change(notes.ref, whole, notes.tip) if whole else Change(notes.ref, None, notes.tip)
+    tree, dropped = writer.objects.mended(writer.objects.tree_of(newest))
+    text = f"gitmail: {notes.ref} mended after a prune took part of it ({dropped} notes were lost)\n"
+    mended = writer.objects.commit_tree(tree, [whole] if whole else [], text, who=ACTOR)
+    return Change(notes.ref, mended, notes.tip)
 
 
 # -- the mailbox itself ------------------------------------------------------------------------------------------
@@ -289,14 +304,29 @@ def _held(store: Store, *, wait: float = WRITE_WAIT) -> Iterator[bool]:
 # -- refs and what they point at ---------------------------------------------------------------------------------
 
 
+class Notes(NamedTuple):
+    """A notes ref (the broadcast seen-sets, the receipts) and what a prune may have taken of it."""
+
+    ref: str
+    tip: str
+    gone: bool  # its commit is gone
+    whole: bool  # its commit and everything that commit reaches are here
+    stale: list[int]  # reflog entries (by index, newest @{0}) naming commits the mailbox no longer has whole
+
+    @property
+    def damaged(self) -> bool:
+        return self.gone or not self.whole or bool(self.stale)
+
+
 class Inventory(NamedTuple):
     messages: list[Located]  # every message ref
     lost: list[Located]  # refs whose commit is gone
     unreadable: list[Located]  # refs whose commit is there but whose document is missing or does not parse
     twice: list[tuple[Located, list[Located]]]  # a message in two states: the place that counts, the leftovers
-    lost_notes: list[tuple[str, str]]  # notes refs whose commit is gone: (ref, commit)
+    notes: list[Notes]
+    set_aside: list[str]  # refs under refs/gitmail/_damaged/
+    set_aside_lost: list[tuple[str, str]]  # of those, the ones whose commit is not here whole: (ref, commit)
     lost_other: list[tuple[str, str]]  # other refs pointing at a missing object
-    damaged: list[str]  # refs set aside under refs/gitmail/_damaged/
 
     def readable(self) -> list[Located]:
         """Each message that can be read, in the state that counts."""
@@ -304,7 +334,14 @@ class Inventory(NamedTuple):
         return latest([p for p in self.messages if p.ref not in damaged])
 
     def troubled(self) -> bool:
-        return bool(self.lost or self.unreadable or self.twice or self.lost_notes or self.lost_other)
+        return bool(
+            self.lost
+            or self.unreadable
+            or self.twice
+            or self.set_aside_lost
+            or self.lost_other
+            or any(n.damaged for n in self.notes)
+        )
 
     def findings(self, store: Store) -> list[Finding]:
         remedy = "gitmail doctor --repair moves them under refs/gitmail/_damaged/, deleting nothing"
@@ -343,26 +380,37 @@ class Inventory(NamedTuple):
                     tuple(p.ref for _, leftovers in self.twice for p in leftovers),
                 )
             )
-        for ref, oid in self.lost_notes:
-            findings.append(
-                Finding(
-                    "notes",
-                    Level.PROBLEM,
-                    f"{ref} points at {oid}, which the mailbox no longer has (a `git gc --prune=now` ran while it "
-                    "was being written); reads see none of its notes until the next write",
-                    "gitmail doctor --repair points it back at the newest commit of it the mailbox still has",
-                    (ref,),
+        for notes in self.notes:
+            mend = "gitmail doctor --repair mends it from what is left"
+            if notes.gone:
+                text = (
+                    f"{notes.ref} points at {notes.tip}, which the mailbox no longer has (a `git gc --prune=now` ran "
+                    "while it was being written); its notes read as none until the next write"
                 )
-            )
-        for ref, indices in _stale_reflogs(store).items():
+            elif not notes.whole:
+                text = (
+                    f"part of what {notes.ref} holds is gone (a `git gc --prune=now` ran while notes were being "
+                    "written); git fsck and git gc fail on it"
+                )
+            elif notes.stale:
+                text = (
+                    f"the reflog of {notes.ref} names {_count(len(notes.stale), 'commit')} the mailbox no longer has "
+                    "whole (`git fsck` reports them)"
+                )
+                mend = "gitmail doctor --repair drops those entries"
+            else:
+                continue
+            findings.append(Finding("notes", Level.PROBLEM, text, mend, (notes.ref,)))
+        if self.set_aside_lost:
+            refs = [ref for ref, _ in self.set_aside_lost]
             findings.append(
                 Finding(
-                    "notes",
+                    "messages",
                     Level.PROBLEM,
-                    f"the reflog of {ref} names {_count(len(indices), 'commit')} the mailbox no longer has "
-                    "(`git fsck` reports them)",
-                    "gitmail doctor --repair drops those entries",
-                    (ref,),
+                    f"{_count(len(refs), 'ref')} set aside as damaged point at commits the mailbox no longer has "
+                    f"whole: {_listed(refs)}",
+                    "gitmail doctor --repair gives each a record of what was lost",
+                    tuple(refs),
                 )
             )
         for ref, oid in self.lost_other:
@@ -380,40 +428,43 @@ class Inventory(NamedTuple):
             findings.append(
                 Finding("messages", Level.OK, f"{_count(len(self.messages), 'message')} stored, every one readable")
             )
-        if self.damaged:
+        if self.set_aside:
             findings.append(
                 Finding(
                     "messages",
                     Level.NOTE,
-                    f"{_count(len(self.damaged), 'message ref')} set aside as damaged earlier",
+                    f"{_count(len(self.set_aside), 'message ref')} set aside as damaged earlier",
                     f"git --git-dir {shlex.quote(str(store.path))} for-each-ref {DAMAGED}",
-                    tuple(self.damaged),
+                    tuple(self.set_aside),
                 )
             )
         return findings
 
 
 def _inventory(store: Store) -> Inventory:
-    """Every ref and whether what it points at is there: one `git for-each-ref`, one `git cat-file --batch-check`,
-    and a read of the documents sessions are handed (pending mail and active broadcasts)."""
+    """Every ref and whether what it points at is here: one `git for-each-ref`, one `git cat-file --batch-check`
+    (each message's commit, tree and document), a read of the documents sessions are handed (pending mail and
+    active broadcasts), and a walk of each notes ref's history."""
     out = store.git("for-each-ref", "--format=%(objectname) %(refname)")
     messages: list[Located] = []
     others: list[tuple[str, str]] = []
-    damaged: list[str] = []
+    set_aside: list[tuple[str, str]] = []
     for line in out.decode(errors="replace").splitlines():
         oid, _, ref = line.partition(" ")
         place = locate(ref, oid)
         if place is not None:
             messages.append(place)
         elif ref.startswith(DAMAGED):
-            damaged.append(ref)
+            set_aside.append((ref, oid))
         else:
             others.append((ref, oid))
-    absent = store.missing([p.oid for p in messages] + [oid for _, oid in others])
-    lost = [p for p in messages if p.oid in absent]
-    # What sessions are handed is read and parsed too; `git fsck` checks the whole archive, at its own pace.
-    handed = [p for p in messages if p.state in (State.PENDING, State.BROADCAST) and p.oid not in absent]
-    unreadable = []
+    absent = store.missing([f"{p.oid}:{DOCUMENT_NAME}" for p in messages] + [oid for _, oid in [*others, *set_aside]])
+    suspects = [p for p in messages if f"{p.oid}:{DOCUMENT_NAME}" in absent]
+    gone = store.missing([p.oid for p in suspects])
+    lost = [p for p in suspects if p.oid in gone]
+    unreadable = [p for p in suspects if p.oid not in gone]
+    # What sessions are handed is read and parsed too; the archive's documents are only checked to be there.
+    handed = [p for p in messages if p.state in (State.PENDING, State.BROADCAST) and p not in suspects]
     for place, document in zip(handed, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in handed]), strict=True):
         try:
             parse(document or b"")
@@ -429,30 +480,50 @@ def _inventory(store: Store) -> Inventory:
         if len(group) > 1:
             kept = latest(group)[0]
             twice.append((kept, [p for p in group if p is not kept]))
-    lost_notes = [(r, o) for r, o in others if o in absent and r.startswith(NOTES)]
-    lost_other = [(r, o) for r, o in others if o in absent and not r.startswith(NOTES)]
-    return Inventory(messages, lost, unreadable, twice, lost_notes, lost_other, damaged)
+    notes = [_notes(store, ref, oid, oid in absent) for ref, oid in others if ref.startswith(NOTES)]
+    present = [(r, o) for r, o in set_aside if o not in absent]
+    unwhole = [] if _reach(store, [o for _, o in present])[0] else [(r, o) for r, o in present if not store.whole(o)]
+    return Inventory(
+        messages,
+        lost,
+        unreadable,
+        twice,
+        notes,
+        [ref for ref, _ in set_aside],
+        [(r, o) for r, o in set_aside if o in absent] + unwhole,
+        [(r, o) for r, o in others if o in absent and not r.startswith(NOTES)],
+    )
 
 
-def _stale_reflogs(store: Store) -> dict[str, list[int]]:
-    """For each notes ref, the reflog entries (by index, newest @{0}) whose commit is gone: a notes ref whose tip
-    a prune took is put back, and the entry that pointed at the lost tip stays behind."""
-    entries: dict[str, list[str]] = {}
-    logs = store.path / "logs" / NOTES
-    for path in sorted(logs.glob("*")) if logs.is_dir() else []:
-        try:
-            lines = path.read_text(errors="replace").splitlines()
-        except OSError:
-            continue
-        entries[NOTES + path.name] = [line.split(" ", 2)[1] if line.count(" ") >= 2 else "" for line in lines]
-    wanted = sorted({new for news in entries.values() for new in news if new.strip("0")})
-    gone = store.missing(wanted)
-    stale = {}
-    for ref, news in entries.items():
-        indices = [len(news) - 1 - i for i, new in enumerate(news) if new in gone]
-        if indices:
-            stale[ref] = indices
-    return stale
+def _notes(store: Store, ref: str, tip: str, gone: bool) -> Notes:
+    whole, reached = (False, set()) if gone else _reach(store, [tip])
+    return Notes(ref, tip, gone, whole, _stale(store, ref, reached) if whole else [])
+
+
+def _reach(store: Store, commits: Sequence[str]) -> tuple[bool, set[str]]:
+    """Whether these commits and everything they reach are here, and (when they are) every commit they reach."""
+    if not commits:
+        return True, set()
+    try:
+        out = store.git(
+            "rev-list", "--objects", "--missing=print", "--stdin", stdin="".join(c + "\n" for c in commits).encode()
+        )
+    except gitcmd.GitFailed:  # a commit on the way is gone
+        return False, set()
+    lines = out.decode(errors="replace").splitlines()
+    if any(line.startswith("?") for line in lines):
+        return False, set()
+    return True, {line for line in lines if " " not in line}
+
+
+def _stale(store: Store, ref: str, reached: set[str]) -> list[int]:
+    """The reflog entries of `ref` (by index, newest @{0}) whose commit is not here whole: not among those the
+    whole tip reaches, and gone or missing parts."""
+    news = [new for _, new in reflog(store.path, ref, every=True)]
+    others = sorted({new for new in news if new and new not in reached})
+    gone = store.missing(others)
+    bad = gone | {new for new in others if new not in gone and not store.whole(new)}
+    return [len(news) - 1 - i for i, new in enumerate(news) if new in bad]
 
 
 # -- this repository and the hosts -------------------------------------------------------------------------------

@@ -184,6 +184,15 @@ class Store:
         out = self.git("cat-file", "--batch", stdin="".join(s + "\n" for s in specs).encode())
         return gitcmd.parse_batch(out, len(specs))
 
+    def whole(self, oid: str) -> bool:
+        """Whether this commit and everything it reaches (its tree, its documents, the commits it answers) are
+        here: what git fsck and git gc need of every ref."""
+        try:
+            out = self.git("rev-list", "--objects", "--missing=print", oid)
+        except gitcmd.GitFailed:  # the commit, or one it reaches, is gone
+            return False
+        return not any(line.startswith("?") for line in out.decode(errors="replace").splitlines())
+
     def missing(self, oids: Sequence[str]) -> set[str]:
         """Which of these objects the mailbox does not have."""
         if not oids:
@@ -292,6 +301,7 @@ class Writer:
         self.store, self.objects, self.actor, self.lock_fd = store, objects, actor, lock_fd
         self.deadline = deadline
         self._wrote = False
+        self._readable: dict[str, bool] = {}  # notes commits looked at: whether they can be built on
 
     def target(self, ref: str) -> str | None:
         return self.objects.target(ref)
@@ -346,23 +356,33 @@ class Writer:
         return Change(notes_ref, commit, current), list(notes)
 
     def notes_tip(self, notes_ref: str) -> str | None:
-        """The commit the next notes commit on `notes_ref` builds on: its tip, or, when the tip's commit is gone
-        (a `git gc --prune=now` ran while it was being written), the newest commit the ref's reflog names that
-        the mailbox still has. Only what that one write added is lost, and notes go on being written."""
+        """The commit the next notes commit on `notes_ref` builds on: its tip, or, when a `git gc --prune=now`
+        took the tip or trees in it while it was being written, the newest commit the ref's reflog names that the
+        mailbox still has whole enough to read. Only what those writes added is lost; notes go on being written
+        (`gitmail doctor --repair` mends what the history still lacks)."""
         tip = self.target(notes_ref)
-        if tip is None or self.objects.has(tip):
+        if tip is None or self._readable_notes(tip):
             return tip
-        kept = next((new for _, new in reversed(reflog(self.store.path, notes_ref)) if self.objects.has(new)), None)
-        log_problem(self.store, f"{notes_ref} pointed at {tip}, which the mailbox no longer has; went on from {kept}")
+        older = (new for _, new in reversed(reflog(self.store.path, notes_ref)) if new != tip)
+        kept = next((new for new in older if self._readable_notes(new)), None)
+        log_problem(
+            self.store, f"{notes_ref} pointed at {tip}, which the mailbox no longer has whole; went on from {kept}"
+        )
         return kept
+
+    def _readable_notes(self, commit: str) -> bool:
+        if commit not in self._readable:
+            self._readable[commit] = self.objects.readable_notes(commit)
+        return self._readable[commit]
 
     def set_aside(self, ref: str, oid: str, what: str) -> list[Change]:
         """The changes that move a damaged message ref out of every listing, into refs/gitmail/_damaged/, never
-        deleting what is known of it. A ref whose commit is gone cannot point anywhere (git refuses a ref to a
-        missing object): a small commit recording the ref and the lost commit id stands in for it."""
+        deleting what is known of it. A ref whose commit is gone, or lacks part of what it reaches, cannot point
+        there (git refuses a ref to a missing object; git fsck and git gc fail on a commit with parts missing): a
+        small commit recording the ref and the lost commit id stands in for it."""
         kept = oid
-        if self.store.missing([oid]):
-            text = f"gitmail: {what} set aside: {ref} pointed at {oid}, which the mailbox no longer has\n"
+        if not self.store.whole(oid):
+            text = f"gitmail: {what} set aside: {ref} pointed at {oid}, which the mailbox no longer has whole\n"
             kept = self.objects.record(text, who=self.actor)
         return [Change(damaged_ref(ref), kept, None), Change(ref, None, oid)]
 
@@ -439,8 +459,9 @@ def _update_refs(
             ) from None
 
 
-def reflog(git_dir: Path, ref: str) -> list[tuple[str, str]]:
-    """The (old, new) commit ids of each entry in a ref's reflog, oldest first; [] when it has none."""
+def reflog(git_dir: Path, ref: str, *, every: bool = False) -> list[tuple[str, str]]:
+    """The (old, new) commit ids of each entry in a ref's reflog, oldest first; [] when it has none. With `every`,
+    each line of it is an entry (as git counts them: `ref@{0}` is the last), "" where a line names no commit."""
     try:
         text = (git_dir / "logs" / ref).read_text(errors="replace")
     except OSError:
@@ -451,6 +472,8 @@ def reflog(git_dir: Path, ref: str) -> list[tuple[str, str]]:
         new = rest.partition(" ")[0]
         if len(old) == len(new) in (40, 64) and new.strip("0"):
             entries.append((old, new))
+        elif every:
+            entries.append(("", ""))
     return entries
 
 

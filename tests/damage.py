@@ -28,5 +28,14 @@ def lose(box: Store, ref: str, *, whole: bool = True) -> str:
     return oid
 
 
+def lose_object(box: Store, spec: str) -> str:
+    """Remove one object (`<commit>^{tree}`, `<ref>:<path>`, ...), as a prune takes part of what a writer wrote."""
+    oid = git(box, "rev-parse", spec).stdout.strip()
+    loose = box.path / "objects" / oid[:2] / oid[2:]
+    assert loose.is_file(), f"{oid} is not a loose object"
+    loose.unlink()
+    return oid
+
+
 def fsck(box: Store) -> subprocess.CompletedProcess[str]:
     return git(box, "fsck", "--no-progress", "--no-dangling", check=False)

@@ -20,7 +20,7 @@ from gitmail.layout import DAMAGED, State
 from gitmail.receipts import RECEIPTS_NOTES
 from gitmail.store import Store
 from tests.conftest import CliRunner, RepoFactory, Result, run_gitmail
-from tests.damage import fsck, git, lose
+from tests.damage import fsck, git, lose, lose_object
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_done_sets_a_lost_message_aside_and_says_so(cli: CliRunner, api: Path, w
     stand_in = git(box, "log", "--format=%s", f"{DAMAGED}web/inbox/{gone}").stdout
     assert (
         stand_in
-        == f"gitmail: message {gone} set aside: refs/gitmail/web/inbox/{gone} pointed at {oid}, which the mailbox no longer has\n"
+        == f"gitmail: message {gone} set aside: refs/gitmail/web/inbox/{gone} pointed at {oid}, which the mailbox no longer has whole\n"
     )
     assert cli("log", cwd=web).err == ""  # nothing unreadable is left in web's mail
     assert fsck(box).returncode == 0
@@ -125,6 +125,21 @@ def test_writes_go_on_when_a_notes_tip_was_pruned(cli: CliRunner, box: Store, ap
         State.ARCHIVED,
         State.ARCHIVED,
     ]
+
+
+def test_writes_go_on_when_a_prune_took_part_of_a_notes_tip(box: Store) -> None:
+    first = mailbox.send(box, sender="api", to="web", subject="first")
+    second = mailbox.send(box, sender="api", to="web", subject="second")
+    mailbox.done(box, repo="web", ids=[first.message.id])
+    kept = git(box, "rev-parse", RECEIPTS_NOTES).stdout.strip()
+    mailbox.done(box, repo="web", ids=[second.message.id])
+    lose_object(box, f"{RECEIPTS_NOTES}^{{tree}}")  # the commit landed; its tree did not survive
+    reopened = mailbox.reopen(box, repo="web", message_id=first.message.id)  # reads and writes receipts
+    assert reopened.state is State.PENDING
+    assert mailbox.inbox(box, repo="web").directed[0].message.id == first.message.id
+    history = git(box, "rev-list", RECEIPTS_NOTES).stdout.split()
+    assert kept in history and len(history) == 3  # done, reopen, delivered: the damaged commit is not among them
+    assert "which the mailbox no longer has whole; went on from" in (box.path.parent / "gitmail.log").read_text()
 
 
 def test_the_hook_names_lost_mail_and_hands_over_despite_a_lost_seen_set(web: Path, box: Store) -> None:

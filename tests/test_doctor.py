@@ -18,7 +18,7 @@ from gitmail.install import MARK
 from gitmail.layout import DAMAGED
 from gitmail.store import Store
 from tests.conftest import CliRunner, RepoFactory, mailbox_snapshot
-from tests.damage import fsck, git, lose
+from tests.damage import fsck, git, lose, lose_object
 
 
 @pytest.fixture
@@ -93,29 +93,26 @@ def test_every_kind_of_damage_is_one_line_and_repair_fixes_it_deleting_nothing(
         f"{twice.message.id} (archived for web, also pending) -- fix: gitmail doctor --repair removes the leftover "
         "refs; the messages stay in their later state",
         f"problem   notes: refs/notes/gitmail-receipts points at {notes_tip}, which the mailbox no longer has (a "
-        "`git gc --prune=now` ran while it was being written); reads see none of its notes until the next write -- "
-        "fix: gitmail doctor --repair points it back at the newest commit of it the mailbox still has",
-        "problem   notes: the reflog of refs/notes/gitmail-receipts names 1 commit the mailbox no longer has (`git "
-        "fsck` reports them) -- fix: gitmail doctor --repair drops those entries",
+        "`git gc --prune=now` ran while it was being written); its notes read as none until the next write -- fix: "
+        "gitmail doctor --repair mends it from what is left",
         'ok        repository: "web" at ' + f"{web}, 1 message pending; the name's recorded path",
-        "6 problems found.",
+        "5 problems found.",
     ]
     assert git(box, "gc", "--quiet", check=False).returncode != 0  # git itself is stuck on the lost commit
 
     repaired = cli("doctor", "--repair", cwd=web)
     assert (repaired.code, repaired.err) == (0, ""), repaired
     receipts_before = git(box, "rev-parse", "refs/notes/gitmail-receipts").stdout.strip()
-    assert repaired.out.splitlines()[:6] == [
+    assert repaired.out.splitlines()[:7] == [
         f"gitmail doctor: {where}",
         f"repaired  removed {stale}: left behind by a git process that is gone",
         "repaired  restored gitmail's settings: gc.auto=0",
         f"repaired  set aside {gone.message.id} (pending for web) as {DAMAGED}web/inbox/{gone.message.id}",
         f"repaired  removed refs/gitmail/web/inbox/{twice.message.id}: {twice.message.id} is archived "
         f"(refs/gitmail/web/archive/{twice.message.id})",
-        f"repaired  pointed refs/notes/gitmail-receipts back at {receipts_before}, the newest commit of it the "
-        "mailbox still has",
+        f"repaired  mended refs/notes/gitmail-receipts: {receipts_before} holds every note still whole",
+        "repaired  dropped 1 entries naming lost commits from the reflog of refs/notes/gitmail-receipts",
     ]
-    assert repaired.out.splitlines()[6].startswith("repaired  dropped 1 entries naming lost commits")
     assert repaired.out.splitlines()[-1] == "No problems found."
     # Nothing of the message is deleted: its ref is kept, pointing at a record of what was lost.
     record = git(box, "log", "-1", "--format=%B", f"{DAMAGED}web/inbox/{gone.message.id}").stdout
@@ -128,6 +125,33 @@ def test_every_kind_of_damage_is_one_line_and_repair_fixes_it_deleting_nothing(
     assert mailbox.show(box, twice.message.id).state.value == "archived"
     again = cli("doctor", cwd=web)
     assert again.code == 0 and "note      messages: 1 message ref set aside as damaged earlier" in again.out
+
+
+def test_notes_a_prune_took_part_of_are_mended_from_what_is_left(cli: CliRunner, box: Store, web: Path) -> None:
+    sent = [mailbox.send(box, sender="api", to="web", subject=f"m{i}") for i in range(3)]
+    for entry in sent:
+        mailbox.done(box, repo="web", ids=[entry.message.id])  # three receipts commits
+    whole = git(box, "rev-parse", "refs/notes/gitmail-receipts~1").stdout.strip()
+    lost_note = lose_object(box, f"refs/notes/gitmail-receipts:{sent[2].oid[:2]}/{sent[2].oid[2:]}")
+    found = cli("doctor", cwd=web)
+    assert found.code == 1
+    assert (
+        "problem   notes: part of what refs/notes/gitmail-receipts holds is gone (a `git gc --prune=now` ran while "
+        "notes were being written); git fsck and git gc fail on it -- fix: gitmail doctor --repair mends it from what "
+        "is left"
+    ) in found.out.splitlines()
+    assert lost_note in fsck(box).stdout
+    repaired = cli("doctor", "--repair", cwd=web)
+    assert repaired.code == 0, repaired.out
+    mended = git(box, "rev-parse", "refs/notes/gitmail-receipts").stdout.strip()
+    assert f"repaired  mended refs/notes/gitmail-receipts: {mended} holds every note still whole" in repaired.out
+    assert git(box, "log", "-1", "--format=%P %s", mended).stdout == (
+        f"{whole} gitmail: refs/notes/gitmail-receipts mended after a prune took part of it (1 notes were lost)\n"
+    )
+    notes = git(box, "notes", "--ref=gitmail-receipts", "list").stdout.split()
+    assert sent[0].oid in notes and sent[1].oid in notes and sent[2].oid not in notes
+    assert fsck(box).returncode == 0
+    assert git(box, "gc", "--prune=now", "--quiet", check=False).returncode == 0
 
 
 def test_a_document_that_cannot_be_read_is_set_aside_with_its_commit(cli: CliRunner, box: Store, web: Path) -> None:
