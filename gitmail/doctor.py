@@ -496,18 +496,36 @@ def _inventory(store: Store) -> Inventory:
 
 
 def _notes(store: Store, ref: str, tip: str, gone: bool) -> Notes:
-    whole, reached = (False, set()) if gone else _reach(store, [tip])
-    return Notes(ref, tip, gone, whole, _stale(store, ref, reached) if whole else [])
+    """A notes ref's tip and the commits its reflog names: gone, or missing something they reach. One walk over
+    all of them, which skips what a commit already found whole reaches (see `_checked`); only when that walk
+    finds a hole is each looked at on its own."""
+    news = [new for _, new in reflog(store.path, ref, every=True)]
+    heads = sorted({new for new in news if new} | ({tip} if not gone else set()))
+    absent = store.missing(heads)
+    present = [h for h in heads if h not in absent]
+    checked = _checked(store)
+    known = [c for c in [checked.get(ref)] if c and c in present]
+    whole, _ = _reach(store, present, known)
+    if whole:
+        bad = absent
+        if not gone and store.writable():
+            _record_checked(store, {**checked, ref: tip})
+    else:
+        whole, reached = (False, set()) if gone else _reach(store, [tip])
+        others = [h for h in present if h not in reached and h != tip]
+        bad = absent | {h for h in others if not _reach(store, [h], [tip] if whole else [])[0]}
+    stale = [len(news) - 1 - i for i, new in enumerate(news) if new in bad]
+    return Notes(ref, tip, gone, not gone and tip not in bad and whole, stale)
 
 
-def _reach(store: Store, commits: Sequence[str]) -> tuple[bool, set[str]]:
-    """Whether these commits and everything they reach are here, and (when they are) every commit they reach."""
+def _reach(store: Store, commits: Sequence[str], known: Sequence[str] = ()) -> tuple[bool, set[str]]:
+    """Whether these commits and everything they reach are here (what the `known` commits reach is taken to be),
+    and (when they are) every commit walked."""
     if not commits:
         return True, set()
+    request = "".join(c + "\n" for c in commits) + "".join(f"^{c}\n" for c in known)
     try:
-        out = store.git(
-            "rev-list", "--objects", "--missing=print", "--stdin", stdin="".join(c + "\n" for c in commits).encode()
-        )
+        out = store.git("rev-list", "--objects", "--missing=print", "--stdin", stdin=request.encode())
     except gitcmd.GitFailed:  # a commit on the way is gone
         return False, set()
     lines = out.decode(errors="replace").splitlines()
@@ -516,14 +534,24 @@ def _reach(store: Store, commits: Sequence[str]) -> tuple[bool, set[str]]:
     return True, {line for line in lines if " " not in line}
 
 
-def _stale(store: Store, ref: str, reached: set[str]) -> list[int]:
-    """The reflog entries of `ref` (by index, newest @{0}) whose commit is not here whole: not among those the
-    whole tip reaches, and gone or missing parts."""
-    news = [new for _, new in reflog(store.path, ref, every=True)]
-    others = sorted({new for new in news if new and new not in reached})
-    gone = store.missing(others)
-    bad = gone | {new for new in others if new not in gone and not store.whole(new)}
-    return [len(news) - 1 - i for i, new in enumerate(news) if new in bad]
+CHECKED = "notes-checked.json"  # in gitmail's own folder: the newest commit of each notes ref found whole
+
+
+def _checked(store: Store) -> dict[str, str]:
+    """The notes commits an earlier doctor found whole. What they reach stays whole: they are in their ref's
+    reflog, which git gc keeps; and should one be gone, the walk that leans on it fails and is made in full."""
+    try:
+        data = json.loads((store.own_dir / CHECKED).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _record_checked(store: Store, checked: dict[str, str]) -> None:
+    try:
+        lock.write_atomically(store.own_dir / CHECKED, json.dumps(checked, sort_keys=True).encode(), durable=False)
+    except MailboxError:
+        pass  # only a shortcut for the next doctor
 
 
 # -- this repository and the hosts -------------------------------------------------------------------------------

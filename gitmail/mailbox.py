@@ -452,7 +452,7 @@ def _receipts(
     lines: dict[str, list[str]] = {}
     for oid, wanted in records.items():
         if only_first:
-            old = receipts.parse(writer.objects.note(writer.notes_tip(RECEIPTS_NOTES), oid).splitlines())
+            old = receipts.parse(writer.note(RECEIPTS_NOTES, oid).splitlines())
             wanted = [r for r in wanted if not receipts.delivered(old, r.repo)]
         if wanted:
             lines[oid] = [r.line() for r in wanted]

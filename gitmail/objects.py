@@ -22,6 +22,11 @@ from gitmail.message import DOCUMENT_NAME, Message
 if TYPE_CHECKING:
     import pygit2
 
+
+class Gone(MailboxError):
+    """An object a commit needs is not in the mailbox (a `git gc --prune=now` took it as it was written)."""
+
+
 MAILBOX_CONFIG = {
     "core.logAllRefUpdates": "always",  # every ref move leaves a reflog entry
     "gc.auto": "0",  # gitmail packs under its own lock; no git command may do it behind its back
@@ -163,27 +168,27 @@ class Objects:
             return str(self.repo.create_commit(None, author, author, text, tree, []))
 
     def note(self, tip: str | None, oid: str) -> str:
-        """The note on `oid` in the notes tree at `tip` ('' when there is none, or when a prune took it: the note
-        written next replaces it)."""
+        """The note on `oid` in the notes tree at `tip` ('' when there is none); Gone when a prune took it."""
         import pygit2
 
         if tip is None:
             return ""
-        root = self.repo[tip].peel(pygit2.Tree)
-        for path in (oid, f"{oid[:2]}/{oid[2:]}", f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
-            try:
-                found = root[path]
+        try:
+            root = self.repo[tip].peel(pygit2.Tree)
+            for path in (oid, f"{oid[:2]}/{oid[2:]}", f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
+                try:
+                    found = root[path]
+                except KeyError:
+                    continue
                 if isinstance(found, pygit2.Blob):
                     return found.data.decode(errors="replace")
-            except KeyError:
-                continue
-            except pygit2.GitError:  # the object is gone
-                return ""
+        except (KeyError, pygit2.GitError) as error:
+            raise Gone(f"a note of {tip} is gone: {error}") from None
         return ""
 
     def readable_notes(self, commit: str) -> bool:
         """Whether notes can be read from and built on this notes commit: it, its tree and the trees in that
-        are all here (a note whose blob is gone reads as none)."""
+        are all here (a note whose blob is gone shows when it is read)."""
         import pygit2
 
         try:

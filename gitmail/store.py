@@ -181,7 +181,7 @@ class Store:
         """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing."""
         if not specs:
             return []
-        out = self.git("cat-file", "--batch", stdin="".join(s + "\n" for s in specs).encode())
+        out = self.git("cat-file", "--batch", "--buffer", stdin="".join(s + "\n" for s in specs).encode())
         return gitcmd.parse_batch(out, len(specs))
 
     def whole(self, oid: str) -> bool:
@@ -197,7 +197,9 @@ class Store:
         """Which of these objects the mailbox does not have."""
         if not oids:
             return set()
-        out = self.git("cat-file", "--batch-check=%(objectname)", stdin="".join(o + "\n" for o in oids).encode())
+        out = self.git(
+            "cat-file", "--batch-check=%(objectname)", "--buffer", stdin="".join(o + "\n" for o in oids).encode()
+        )
         lines = out.decode(errors="replace").splitlines()
         return {oid for oid, line in zip(oids, lines, strict=True) if line.endswith(" missing")}
 
@@ -302,6 +304,7 @@ class Writer:
         self.deadline = deadline
         self._wrote = False
         self._readable: dict[str, bool] = {}  # notes commits looked at: whether they can be built on
+        self._told: set[tuple[str, str | None]] = set()  # notes refs whose damage was logged, with what replaced it
 
     def target(self, ref: str) -> str | None:
         return self.objects.target(ref)
@@ -343,31 +346,44 @@ class Writer:
         """A notes commit adding these lines to the notes on these objects (kept sorted and unique, so copies
         merge as a union), and the ref change that would publish it; None and [] when every line is there."""
         current = self.target(notes_ref)
-        parent = self.notes_tip(notes_ref)
         notes: dict[str, str] = {}
         for oid, lines in additions.items():
-            old = set(self.objects.note(parent, oid).splitlines())
+            old = set(self.note(notes_ref, oid).splitlines())
             if not set(lines) <= old:
                 notes[oid] = "".join(f"{line}\n" for line in sorted(old | set(lines)))
+        parent = self.notes_tip(notes_ref)  # the commit every note above was read from
         if not notes:  # a tip lost to a prune is put back even when there is nothing to add
             return (Change(notes_ref, parent, current) if parent is not None and parent != current else None), []
         text = f"gitmail: notes for {' '.join(notes)} by {who}\n"
         commit = self.objects.notes_commit(parent, notes, who=who, when=when, text=text, fan_out=fan_out)
         return Change(notes_ref, commit, current), list(notes)
 
+    def note(self, notes_ref: str, oid: str) -> str:
+        """The note on `oid` in the commit of `notes_ref` that `notes_tip` chooses ('' when there is none)."""
+        from gitmail.objects import Gone
+
+        while True:
+            tip = self.notes_tip(notes_ref)
+            try:
+                return self.objects.note(tip, oid)
+            except Gone:  # this commit lost a note to a prune: building on it would keep the hole in history
+                self._readable[tip or ""] = False
+
     def notes_tip(self, notes_ref: str) -> str | None:
         """The commit the next notes commit on `notes_ref` builds on: its tip, or, when a `git gc --prune=now`
-        took the tip or trees in it while it was being written, the newest commit the ref's reflog names that the
-        mailbox still has whole enough to read. Only what those writes added is lost; notes go on being written
-        (`gitmail doctor --repair` mends what the history still lacks)."""
+        took the tip or part of it while it was being written, the newest commit the ref's reflog names that the
+        mailbox still has whole enough to read. Only what those writes added is lost, and notes go on being
+        written (`gitmail doctor --repair` mends the ref's history)."""
         tip = self.target(notes_ref)
         if tip is None or self._readable_notes(tip):
             return tip
         older = (new for _, new in reversed(reflog(self.store.path, notes_ref)) if new != tip)
         kept = next((new for new in older if self._readable_notes(new)), None)
-        log_problem(
-            self.store, f"{notes_ref} pointed at {tip}, which the mailbox no longer has whole; went on from {kept}"
-        )
+        if (notes_ref, kept) not in self._told:
+            self._told.add((notes_ref, kept))
+            log_problem(
+                self.store, f"{notes_ref} pointed at {tip}, which the mailbox no longer has whole; went on from {kept}"
+            )
         return kept
 
     def _readable_notes(self, commit: str) -> bool:
