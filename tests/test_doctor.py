@@ -223,17 +223,31 @@ def test_a_mailbox_others_can_change_is_reported_and_left_alone(cli: CliRunner, 
     assert stat.S_IMODE(box.path.stat().st_mode) == 0o770
 
 
-def test_a_repository_gitmail_did_not_make_is_reported(
-    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("reftable", "line"),
+    [
+        (False, "{path} is a git repository gitmail did not create; point GITMAIL_DIR at a new or empty path"),
+        (
+            True,
+            "mailbox at {path} uses the reftable ref format, which gitmail cannot use; move it away and gitmail will "
+            "create a new one",
+        ),
+    ],
+)
+def test_a_repository_gitmail_cannot_use_is_reported_and_left_alone(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reftable: bool, line: str
 ) -> None:
     other = tmp_path / "other.git"
     subprocess.run(["git", "init", "-q", "--bare", str(other)], check=True)
+    if reftable:
+        with (other / "config").open("a") as config:
+            config.write("[extensions]\n\trefstorage = reftable\n")
     monkeypatch.setenv("GITMAIL_DIR", str(other))
+    before = mailbox_snapshot(other)
     result = cli("doctor", "--repair", cwd=tmp_path)
     assert result.code == 1
-    assert result.out.splitlines()[1] == (
-        f"problem   mailbox: {other} is a git repository gitmail did not create; point GITMAIL_DIR at a new or empty path"
-    )
+    assert result.out.splitlines()[1] == "problem   mailbox: " + line.format(path=other)
+    assert mailbox_snapshot(other) == before
 
 
 def test_the_name_claimed_by_another_path_and_mail_for_unused_names(
