@@ -1,11 +1,11 @@
 """`gitmail doctor`: everything that can stand between a repository and its mail, each finding with its remedy,
 and the repairs that are safe to make. Pure of printing: the command line prints what `describe` writes.
 
-Looking changes nothing and takes no lock; what looks wrong is looked at again under the mailbox lock (when it can
-be had), so a writer caught mid-change is not reported as damage. Repairs are made under the lock, and no message
-is ever deleted: a ref whose commit is gone, or whose document cannot be read, is moved under
-refs/gitmail/_damaged/ with a reflog entry; a notes ref whose tip is gone goes back to the newest commit its reflog
-names that the mailbox still has.
+Looking takes no lock and changes nothing (it only remembers which notes commits it found whole, so the next look
+walks only what is new); what looks wrong is looked at again under the mailbox lock when that can be had, so a
+writer caught mid-change is not reported as damage. Repairs are made under the lock, and no message is ever
+deleted: a ref whose commit, tree or document is gone is moved under refs/gitmail/_damaged/ with a reflog entry; a
+notes ref a prune damaged goes back to its newest whole commit, with what is left of later notes on top.
 """
 
 from __future__ import annotations
@@ -127,14 +127,19 @@ def repair(store: Store, *, here: Path | None) -> list[str]:
         for notes in inventory.notes:
             if notes.gone or not notes.whole:
                 changes.append(_mend(store, writer, notes))
-                done.append(f"mended {notes.ref}: {changes[-1].new} holds every note still whole")
+                done.append(
+                    f"mended {notes.ref}: {changes[-1].new} holds every note still whole"
+                    if changes[-1].new
+                    else f"removed {notes.ref}: no commit of it is left whole"
+                )
         if changes:
             writer.apply(changes, "gitmail: doctor set aside what could not be read")
-        for notes in _inventory(store).notes if inventory.notes else []:
-            if notes.stale:  # newest is @{0}: dropping the oldest first keeps the other indices valid
-                indices = sorted(notes.stale, reverse=True)
-                store.git("reflog", "delete", "--rewrite", *(f"{notes.ref}@{{{i}}}" for i in indices))
-                done.append(f"dropped {len(indices)} entries naming lost commits from the reflog of {notes.ref}")
+        if inventory.notes:
+            for notes in _inventory(store).notes:  # the reflogs as the changes above left them
+                if notes.stale:  # newest is @{0}: dropping the oldest first keeps the other indices valid
+                    indices = sorted(notes.stale, reverse=True)
+                    store.git("reflog", "delete", "--rewrite", *(f"{notes.ref}@{{{i}}}" for i in indices))
+                    done.append(f"dropped {len(indices)} entries naming lost commits from the reflog of {notes.ref}")
         done += _reclaim(store, here)
     for line in done:
         log_problem(store, f"doctor: {line}")
@@ -145,7 +150,8 @@ def _mend(store: Store, writer: Writer, notes: Notes) -> Change:
     """Put a notes ref a prune damaged back on its feet: the newest of its commits that is still whole becomes its
     tip again; what later notes are still here is added on top, leaving out the notes that are gone."""
     candidates = [c for c in [notes.tip, *(new for _, new in reversed(reflog(store.path, notes.ref)))] if c]
-    whole = next((c for c in dict.fromkeys(candidates) if store.whole(c)), None)
+    known = [c for c in [_checked(store).get(notes.ref)] if c and not store.missing([c])]
+    whole = next((c for c in dict.fromkeys(candidates) if _reach(store, [c], [k for k in known if k != c])[0]), None)
     newest = writer.notes_tip(notes.ref)  # the newest commit of it that can still be read
     if newest is None or newest == whole:
         return Change(notes.ref, whole, notes.tip) if whole else Change(notes.ref, None, notes.tip)
@@ -171,8 +177,10 @@ def _mailbox(store: Store) -> tuple[list[Finding], bool]:
     except MailboxError as error:
         return [Finding("mailbox", Level.PROBLEM, str(error))], False
     mode = where.stat().st_mode & 0o777
-    facts = f"{where}: a bare git repository gitmail made, files ref format, owned by you, mode {mode:o}"
-    findings = [Finding("mailbox", Level.OK, facts)]
+    config = _config(store)
+    kind = "a bare git repository" if config.get("core.bare") == "true" else "a git repository with a work tree"
+    facts = f"{where}: {kind} gitmail made, files ref format, owned by you, mode {mode:o}"
+    findings = [Finding("mailbox", Level.OK if config.get("core.bare") == "true" else Level.PROBLEM, facts)]
     if mode & 0o044:
         findings.append(
             Finding(
@@ -196,16 +204,22 @@ def _mailbox(store: Store) -> tuple[list[Finding], bool]:
     return findings, True
 
 
+def _config(store: Store) -> dict[str, str]:
+    """The mailbox's own git settings, keys in lower case."""
+    out = store.git("config", "--local", "--list", "-z").decode(errors="replace")
+    found = {}
+    for item in out.split("\0"):
+        key, _, value = item.partition("\n")
+        if key:
+            found[key.lower()] = value
+    return found
+
+
 def _config_drift(store: Store) -> list[tuple[str, str, str | None]]:
     """(key, gitmail's value, the mailbox's value) for each setting gitmail relies on that differs."""
     from gitmail.objects import MAILBOX_CONFIG
 
-    out = store.git("config", "--local", "--list", "-z").decode(errors="replace")
-    have = {}
-    for item in out.split("\0"):
-        key, _, value = item.partition("\n")
-        if key:
-            have[key.lower()] = value
+    have = _config(store)
     return [(k, v, have.get(k.lower())) for k, v in MAILBOX_CONFIG.items() if have.get(k.lower()) != v]
 
 
@@ -227,7 +241,8 @@ def _journal(store: Store) -> list[Finding]:
                     Finding(
                         "journal",
                         Level.PROBLEM,
-                        f"a killed gitmail left a change of {len(changes)} refs unfinished ({journal.path}); {fate}",
+                        f"a killed gitmail left a change of {_count(len(changes), 'ref')} unfinished "
+                        f"({journal.path}); {fate}",
                         "gitmail doctor --repair does it now",
                     )
                 )
