@@ -26,7 +26,7 @@ from gitmail.errors import MailboxError
 from gitmail.identity import RepoName, name_problem
 from gitmail.layout import DAMAGED, Change, Located, State, damaged_ref, latest, locate
 from gitmail.message import DOCUMENT_NAME, BadDocument, parse
-from gitmail.store import WRITE_WAIT, Store, Writer, check_ownership, log_problem, reflog
+from gitmail.store import MARK_KEY, WRITE_WAIT, Store, Writer, check_ownership, log_problem, reflog
 
 LISTED = 10  # ids or files named in one line before "and N more"
 NOTES = "refs/notes/"
@@ -103,9 +103,8 @@ def repair(store: Store, *, here: Path | None) -> list[str]:
                 done.append(f"removed {stale}: left behind by a git process that is gone")
         drift = _config_drift(store)
         if drift:
-            from gitmail import objects
-
-            objects.configure(writer.objects.repo)
+            for key, value, _ in drift:
+                writer.objects.repo.config[key] = value
             done.append(f"restored gitmail's settings: {', '.join(f'{k}={v}' for k, v, _ in drift)}")
         inventory = _inventory(store)
         changes: list[Change] = []
@@ -216,11 +215,14 @@ def _config(store: Store) -> dict[str, str]:
 
 
 def _config_drift(store: Store) -> list[tuple[str, str, str | None]]:
-    """(key, gitmail's value, the mailbox's value) for each setting gitmail relies on that differs."""
+    """(key, gitmail's value, the mailbox's value) for each setting gitmail relies on that differs. The format
+    mark is not one of them: a mailbox of an older format is moved to the new one by the writer that migrates it."""
     from gitmail.objects import MAILBOX_CONFIG
 
     have = _config(store)
-    return [(k, v, have.get(k.lower())) for k, v in MAILBOX_CONFIG.items() if have.get(k.lower()) != v]
+    return [
+        (k, v, have.get(k.lower())) for k, v in MAILBOX_CONFIG.items() if k != MARK_KEY and have.get(k.lower()) != v
+    ]
 
 
 def _journal(store: Store) -> list[Finding]:
