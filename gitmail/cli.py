@@ -209,13 +209,18 @@ def done(
         _say(f"archived {_described(entry)}")
     if result.already:
         _say(f"nothing to do for {', '.join(result.already)}: already archived, or a broadcast")
+    if result.set_aside:
+        _say(
+            f"set aside {', '.join(result.set_aside)}: stored but unreadable, so not archived; kept under "
+            "refs/gitmail/_damaged/ (see `gitmail doctor`)"
+        )
     if result.unshown:
         _say(
             f"left pending {', '.join(result.unshown)}: no session here was shown "
             + ("it" if len(result.unshown) == 1 else "them")
             + " yet (read with `gitmail inbox`)"
         )
-    if not result.archived and not result.already and not result.unshown:
+    if not (result.archived or result.already or result.unshown or result.set_aside):
         _say("no pending mail")
 
 
@@ -260,6 +265,8 @@ def log(
     else:
         for entry in entries:
             print(render.log_line(entry))
+    if entries.unreadable:
+        _say(f"note: {render.unreadable(entries.unreadable)}")
 
 
 @app.command()
@@ -317,6 +324,34 @@ def view(
             server.serve_forever()
         except KeyboardInterrupt:
             _say("stopped")
+
+
+@app.command()
+def doctor(
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Also make the safe repairs: set unreadable messages aside under refs/gitmail/_damaged/ (deleting "
+            "nothing), finish a killed writer's change, remove stale lock files, restore gitmail's git settings.",
+        ),
+    ] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Check the mailbox, this repository's name and the installed hooks: run it when mail seems not to arrive.
+    Prints one line per finding, each problem with its remedy; exits 1 when there is a problem."""
+    from gitmail import doctor as checks
+
+    box = Store()
+    here = toplevel(os.getcwd())
+    repaired = checks.repair(box, here=here) if repair else []
+    report = checks.examine(box, here=here, home=Path.home(), repaired=repaired)
+    if json_output:
+        print(render.dumps(checks.as_json(report)))
+    else:
+        print(checks.describe(report), end="")
+    if report.problems:
+        raise typer.Exit(int(ExitCode.RUNTIME))
 
 
 ClaudeOption = Annotated[bool, typer.Option("--claude", help="Claude Code (~/.claude/settings.json).")]

@@ -179,17 +179,20 @@ def _head(
             f"this session is in {quote(here)}. Both share one mailbox.",
         ]
     if mail.unreadable:
-        listed = ", ".join(mail.unreadable[:UNREADABLE_LISTED])
-        more = len(mail.unreadable) - UNREADABLE_LISTED
-        lines += [
-            "",
-            f"Note: {count(len(mail.unreadable), 'message')} could not be read: {listed}"
-            + (f" and {more:,} more" if more > 0 else "")
-            + f" (run `{voice.command} doctor`).",
-        ]
+        lines += ["", f"Note: {unreadable(mail.unreadable, voice.command)}."]
     if note:
         lines += ["", f"Note: {note}"]
     return "\n".join(lines)
+
+
+def unreadable(ids: Sequence[str], command: str = "gitmail") -> str:
+    """One line, however many: "3 messages could not be read: a, b, c (run `gitmail doctor`)"."""
+    more = len(ids) - UNREADABLE_LISTED
+    return (
+        f"{count(len(ids), 'message')} could not be read: {', '.join(ids[:UNREADABLE_LISTED])}"
+        + (f" and {more:,} more" if more > 0 else "")
+        + f" (run `{command} doctor`)"
+    )
 
 
 def card(
