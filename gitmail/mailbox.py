@@ -36,7 +36,7 @@ from gitmail.layout import (
     seen_specs,
     state_prefix,
 )
-from gitmail.lock import Deadline
+from gitmail.lock import Deadline, attempts
 from gitmail.message import (
     BROADCAST,
     DOCUMENT_NAME,
@@ -114,12 +114,14 @@ def send(
     """Leave a message in `to`'s inbox; it stays pending there until `to` replies or marks it done."""
     recipient = RepoName.parse(to)
     message = _compose(sender=sender, to=recipient, subject=subject, body=body, when=when)
-    with store.writing(actor=message.sender) as writer:
-        message = _unique(writer.target, message, inbox_prefix(recipient))
-        oid = writer.commit(message)
-        writer.apply(
-            [Change(inbox_prefix(recipient) + message.id, oid, None)], f"gitmail: {message.sender} sent {message.id}"
-        )
+    for attempt in attempts():
+        with attempt, store.writing(actor=message.sender) as writer:
+            message = _unique(writer.target, message, inbox_prefix(recipient))
+            oid = writer.commit(message)
+            writer.apply(
+                [Change(inbox_prefix(recipient) + message.id, oid, None)],
+                f"gitmail: {message.sender} sent {message.id}",
+            )
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -129,11 +131,14 @@ def broadcast(
     """Leave a message for every repo: each is handed it once; its sender never is."""
     message = _compose(sender=sender, to=BROADCAST, subject=subject, body=body, when=when)
     active = state_prefix(State.BROADCAST)
-    with store.writing(actor=message.sender) as writer:
-        message = _unique(writer.target, message, active)
-        oid = writer.commit(message)
-        writer.apply([Change(active + message.id, oid, None)], f"gitmail: {message.sender} broadcast {message.id}")
-        writer.add_seen([oid], message.sender, message.date)
+    for attempt in attempts():
+        with attempt, store.writing(actor=message.sender) as writer:
+            message = _unique(writer.target, message, active)
+            oid = writer.commit(message)
+            # One transaction: the broadcast, and its sender in its seen-set (a sender is never handed its own).
+            seen, _ = writer.note_lines(SEEN_NOTES, {oid: [str(message.sender)]}, who=message.sender, when=message.date)
+            changes = [Change(active + message.id, oid, None), *([seen] if seen else [])]
+            writer.apply(changes, f"gitmail: {message.sender} broadcast {message.id}")
     return Entry(message, State.BROADCAST, oid, None)
 
 
@@ -162,16 +167,17 @@ def reply(
         when=when,
         reply_to=first.id,
     )
-    with store.writing(actor=me) as writer:
-        message = _unique(writer.target, message, inbox_prefix(recipient))
-        oid = writer.commit(message, parents=[original.oid])
-        changes = [Change(inbox_prefix(recipient) + message.id, oid, None)]
-        mine = inbox_prefix(me) + first.id
-        if writer.target(mine) == original.oid:
-            changes += [Change(archive_prefix(me) + first.id, original.oid, None), Change(mine, None, original.oid)]
-        record = receipts.Record(receipts.REPLIED, str(me), message.date, reply=message.id)
-        changes += _receipts(writer, {original.oid: [record]}, me)
-        writer.apply(changes, f"gitmail: {me} replied to {first.id} with {message.id}")
+    for attempt in attempts():
+        with attempt, store.writing(actor=me) as writer:
+            message = _unique(writer.target, message, inbox_prefix(recipient))
+            oid = writer.commit(message, parents=[original.oid])
+            changes = [Change(inbox_prefix(recipient) + message.id, oid, None)]
+            mine = inbox_prefix(me) + first.id
+            if writer.target(mine) == original.oid:
+                changes += [Change(archive_prefix(me) + first.id, original.oid, None), Change(mine, None, original.oid)]
+            record = receipts.Record(receipts.REPLIED, str(me), message.date, reply=message.id)
+            changes += _receipts(writer, {original.oid: [record]}, me)
+            writer.apply(changes, f"gitmail: {me} replied to {first.id} with {message.id}")
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -188,12 +194,13 @@ def retract(store: Store, *, sender: str, message_id: str) -> bool:
     if entry.state is State.RETRACTED:
         return False
     active = state_prefix(State.BROADCAST) + entry.message.id
-    with store.writing(actor=me) as writer:
-        if writer.target(active) != entry.oid:
-            return False
-        retracted = state_prefix(State.RETRACTED) + entry.message.id
-        changes = [Change(retracted, entry.oid, None), Change(active, None, entry.oid)]
-        writer.apply(changes, f"gitmail: {me} retracted {entry.message.id}")
+    for attempt in attempts():
+        with attempt, store.writing(actor=me) as writer:
+            if writer.target(active) != entry.oid:
+                return False
+            retracted = state_prefix(State.RETRACTED) + entry.message.id
+            changes = [Change(retracted, entry.oid, None), Change(active, None, entry.oid)]
+            writer.apply(changes, f"gitmail: {me} retracted {entry.message.id}")
     return True
 
 
@@ -282,16 +289,17 @@ def record_shown(
     if not shown and not broadcasts:
         return []
     when = when or now()
-    with store.writing(actor=me, deadline=deadline or Deadline(timeout)) as writer:
-        active = [e for e in broadcasts if writer.target(state_prefix(State.BROADCAST) + e.message.id) == e.oid]
-        seen, added = writer.note_lines(SEEN_NOTES, {e.oid: [str(me)] for e in active}, who=me, when=when)
-        handed = [e for e in active if e.oid in added]
-        record = receipts.Record(receipts.DELIVERED, str(me), when, host=host, moment=moment)
-        changes = [c for c in [seen] if c is not None]
-        if store.flag("receipts"):
-            changes += _receipts(writer, {e.oid: [record] for e in [*shown, *handed]}, me, only_first=True)
-        if changes:
-            writer.apply(changes, f"gitmail: shown to {me} ({host}, {moment})")
+    for attempt in attempts():
+        with attempt, store.writing(actor=me, deadline=deadline or Deadline(timeout)) as writer:
+            active = [e for e in broadcasts if writer.target(state_prefix(State.BROADCAST) + e.message.id) == e.oid]
+            seen, added = writer.note_lines(SEEN_NOTES, {e.oid: [str(me)] for e in active}, who=me, when=when)
+            handed = [e for e in active if e.oid in added]
+            record = receipts.Record(receipts.DELIVERED, str(me), when, host=host, moment=moment)
+            changes = [c for c in [seen] if c is not None]
+            if store.flag("receipts"):
+                changes += _receipts(writer, {e.oid: [record] for e in [*shown, *handed]}, me, only_first=True)
+            if changes:
+                writer.apply(changes, f"gitmail: shown to {me} ({host}, {moment})")
     return handed
 
 
@@ -441,22 +449,26 @@ def done(
         return DoneResult((), already, unshown)
     entries = {e.message.id: e for e in _entries(list(todo.values()), _documents(store, todo.values()))[0]}
     archived: list[Entry] = []
-    with store.writing(actor=me) as writer:
-        changes: list[Change] = []
-        for place in todo.values():
-            if writer.target(place.ref) != place.oid:  # a concurrent `done` got there first
-                already.append(place.id)
-                continue
-            if place.id not in entries:  # its commit is gone: it can only be set aside
-                changes += _set_aside(writer, place)
-                set_aside.append(place.id)
-            else:
-                changes += [Change(archive_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
-                archived.append(entries[place.id]._replace(state=State.ARCHIVED, recipient=me))
-        record = receipts.Record(receipts.DONE, str(me), now())
-        changes += _receipts(writer, {e.oid: [record] for e in archived}, me)
-        if changes:
-            writer.apply(changes, f"gitmail: {me} marked done {' '.join(todo)}")
+    for attempt in attempts():
+        with attempt, store.writing(actor=me) as writer:
+            changes: list[Change] = []
+            for place in todo.values():
+                if writer.target(place.ref) != place.oid:  # a concurrent `done` got there first
+                    already.append(place.id)
+                    continue
+                if place.id not in entries:  # its commit is gone: it can only be set aside
+                    changes += _set_aside(writer, place)
+                    set_aside.append(place.id)
+                else:
+                    changes += [
+                        Change(archive_prefix(me) + place.id, place.oid, None),
+                        Change(place.ref, None, place.oid),
+                    ]
+                    archived.append(entries[place.id]._replace(state=State.ARCHIVED, recipient=me))
+            record = receipts.Record(receipts.DONE, str(me), now())
+            changes += _receipts(writer, {e.oid: [record] for e in archived}, me)
+            if changes:
+                writer.apply(changes, f"gitmail: {me} marked done {' '.join(todo)}")
     return DoneResult(archived, already, unshown, set_aside)
 
 
@@ -471,12 +483,13 @@ def reopen(store: Store, *, repo: str, message_id: str) -> Entry:
     if place.state is State.PENDING:
         raise GitmailError(f"{place.id} is already pending")
     entry = show(store, place.id)
-    with store.writing(actor=me) as writer:
-        if writer.target(place.ref) != place.oid:
-            raise GitmailError(f"{place.id} changed while reopening it; try again")
-        changes = [Change(inbox_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
-        changes += _receipts(writer, {place.oid: [receipts.Record(receipts.REOPENED, str(me), now())]}, me)
-        writer.apply(changes, f"gitmail: {me} reopened {place.id}")
+    for attempt in attempts():
+        with attempt, store.writing(actor=me) as writer:
+            if writer.target(place.ref) != place.oid:
+                raise GitmailError(f"{place.id} changed while reopening it; try again")
+            changes = [Change(inbox_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
+            changes += _receipts(writer, {place.oid: [receipts.Record(receipts.REOPENED, str(me), now())]}, me)
+            writer.apply(changes, f"gitmail: {me} reopened {place.id}")
     return entry._replace(state=State.PENDING)
 
 

@@ -7,13 +7,14 @@ needs a tip it is about to build on, under the mailbox lock.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmail.errors import MailboxError
+from gitmail.errors import MailboxError, Transient
 from gitmail.identity import RepoName
 from gitmail.layout import email
 from gitmail.lock import unwritable
@@ -253,8 +254,13 @@ class Objects:
         try:
             yield
         except OSError as error:
+            if error.errno == errno.ENOENT:  # a concurrent prune removed an object directory
+                raise Transient(f"the mailbox at {self.path} changed during the write: {error}") from None
             raise unwritable(self.path, error) from None
-        except pygit2.GitError as error:
+        except (KeyError, pygit2.GitError) as error:
+            text = str(error)
+            if isinstance(error, KeyError) or "rename lockfile" in text or "No such file" in text:
+                raise Transient(f"the mailbox at {self.path} changed during the write: {text}") from None
             raise MailboxError(f"cannot write the mailbox at {self.path}: {error_text(error, self.path)}") from None
 
 

@@ -165,13 +165,20 @@ def _head(
     shown, total = len(directed) + len(broadcasts), len(mail.directed) + len(mail.broadcasts)
     kinds = f"{count(len(directed), 'directed')}, {count(len(broadcasts), 'broadcast')}"
     noun = "new message" if voice.new else "message"
+    if not total and not showing:  # nothing readable: only what could not be read is said
+        return "\n".join([f"gitmail: no readable mail for {quote(mail.repo)}.", *_notes(mail, here, note, voice)])
     lines = [f"gitmail: {count(shown, noun)} for {quote(mail.repo)} ({kinds})."]
     if showing or shown < total:
         lines.append(
             f"Showing {shown} of {total}: the rest did not fit here and stay pending; "
             f"run `{voice.command} inbox` to read them all."
         )
-    lines += ["", _HEADER.format(command=voice.command)]
+    lines += ["", _HEADER.format(command=voice.command), *_notes(mail, here, note, voice)]
+    return "\n".join(lines)
+
+
+def _notes(mail: Pending, here: str | None, note: str | None, voice: Voice) -> list[str]:
+    lines = []
     if mail.claimed_by and here:
         lines += [
             "",
@@ -182,7 +189,7 @@ def _head(
         lines += ["", f"Note: {unreadable(mail.unreadable, voice.command)}."]
     if note:
         lines += ["", f"Note: {note}"]
-    return "\n".join(lines)
+    return lines
 
 
 def unreadable(ids: Sequence[str], command: str = "gitmail") -> str:

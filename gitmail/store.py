@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitmail import gitcmd, history, lock, migrate, stamps
-from gitmail.errors import MailboxBusy, MailboxError, UsageError
+from gitmail.errors import MailboxBusy, MailboxError, Transient, UsageError
 from gitmail.identity import RepoName, from_address, nfc_keys
 from gitmail.layout import OWN_DIR, SEEN_NOTES, Change, Located, State, damaged_ref, email, locate
 from gitmail.lock import Deadline
@@ -448,14 +448,6 @@ class Writer:
             lines.append(history.Line(when, place.id, recipient, sender.ref if sender else history.UNKNOWN))
         return lines
 
-    def add_seen(self, oids: Sequence[str], repo: RepoName, when: datetime) -> list[str]:
-        """Record `repo` in the seen-sets of these broadcasts; return those it was not in yet. A seen-set is the
-        note on the broadcast's commit, sorted unique lines, so git can merge two copies as a union."""
-        change, added = self.note_lines(SEEN_NOTES, {oid: [str(repo)] for oid in oids}, who=repo, when=when)
-        if change is not None:
-            self.apply([change], f"gitmail: {repo} was handed {' '.join(added)}")
-        return added
-
     def note_lines(
         self,
         notes_ref: str,
@@ -602,6 +594,8 @@ def _update_refs(
             store.git(*arguments, stdin="".join(commands).encode(), env=identity, pass_fds=(lock_fd,))
             return
         except gitcmd.GitFailed as failure:
+            if "nonexistent object" in failure.stderr:  # a concurrent prune took an object just written
+                raise Transient(str(failure)) from None
             held = lock.held_lock(failure.stderr, store.path)
             if held is None:
                 raise
