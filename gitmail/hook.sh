@@ -31,6 +31,20 @@ if [ -z "$session" ]; then
 fi
 case $session in '' | *[!A-Za-z0-9_-]*) session= ;; esac
 
+# Whether the session is in a turn ("busy" from a prompt or a tool call until the turn ends): a wake must not break
+# into a turn, whose next tool call or end brings the mail as context. Kept here on every call, since most calls
+# start no Python; written only when it changes.
+if [ -n "$session" ] && [ -d "$mailbox/gitmail/sessions" ]; then
+    turn=$mailbox/gitmail/sessions/$host-$session.turn
+    state=
+    read -r state 2>/dev/null <"$turn"
+    case $moment in
+    tool | prompt) [ "$state" = busy ] || { echo busy >"$turn"; } 2>/dev/null ;;
+    stop) [ "$state" = idle ] || { echo idle >"$turn"; } 2>/dev/null ;;
+    wake) [ "$state" = busy ] && exit 0 ;;
+    esac
+fi
+
 # The repository: the nearest directory up from here with a .git (Python checks it properly when it runs).
 dir=${PWD:-}
 case $dir in /*) ;; *) dir= ;; esac
