@@ -109,6 +109,7 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
         channel = delivery.Channel.NOTICE  # these hosts carry it as a user turn: gitmail's own words only
     if moment is delivery.Moment.WAKE and not wake_enabled(store):
         return Answer()
+    limit, window = wake_limits(store)
     result = delivery.deliver(
         store,
         reader,
@@ -116,6 +117,8 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
         channel=channel,
         deadline=deadline,
         continuing=payload.get("stop_hook_active") is True,
+        wake_limit=limit,
+        wake_window=window,
     )
     watched = [str(p) for p in stamps.ensure(store.path, repo)] if watch and wake_enabled(store) else []
     return answer(host, moment, event, result.text, watched)
@@ -141,14 +144,44 @@ def wake_enabled(store: Any) -> bool:
     in the mailbox's config."""
     if os.environ.get("GITMAIL_WAKE", "").strip().lower() in ("0", "false", "no", "off"):
         return False
+    return _settings(store).get("wake", "true").lower() not in ("false", "no", "off", "0")
+
+
+def wake_limits(store: Any) -> tuple[int, float]:
+    """At most this many wakes per this many seconds per session: `gitmail.wakeLimit` and `gitmail.wakeWindow` in
+    the mailbox's config, else the defaults."""
+    from gitmail import delivery
+
+    found = _settings(store)
+    try:
+        limit = max(0, int(found.get("wakelimit", delivery.WAKE_LIMIT)))
+        window = max(0.0, float(found.get("wakewindow", delivery.WAKE_WINDOW)))
+    except ValueError:
+        return delivery.WAKE_LIMIT, delivery.WAKE_WINDOW
+    return limit, window
+
+
+def _settings(store: Any) -> dict[str, str]:
+    """The [gitmail] section of the mailbox's git config, keys lower-cased as git treats them, read without
+    starting git."""
     try:
         with open(store.path / "config", encoding="utf-8", errors="replace") as handle:
-            settings = handle.read().lower()
+            text = handle.read()
     except OSError:
-        return True
+        return {}
     import re
 
-    return not re.search(r"^\[gitmail\][^\[]*^\s*wake\s*=\s*(false|no|off|0)\s*$", settings, re.MULTILINE)
+    found: dict[str, str] = {}
+    section = None
+    for line in text.splitlines():
+        header = re.match(r"\s*\[\s*([A-Za-z0-9.-]+)\s*\]", line)
+        if header:
+            section = header.group(1).lower()
+            continue
+        setting = re.match(r"\s*([A-Za-z][A-Za-z0-9-]*)\s*=\s*(.*?)\s*(?:[#;].*)?$", line)
+        if section == "gitmail" and setting:
+            found[setting.group(1).lower()] = setting.group(2).strip('"')
+    return found
 
 
 def _cwd(payload: dict[str, Any]) -> str:
