@@ -23,11 +23,10 @@ head=
 if [ -z "$session" ]; then
     head=$(dd bs=512 count=1 2>/dev/null)
     case $head in
-    *'"session_id":"'*)
-        session=${head#*\"session_id\":\"}
-        session=${session%%\"*}
-        ;;
+    *'"session_id":"'*) session=${head#*\"session_id\":\"} ;;
+    *'"session_id": "'*) session=${head#*\"session_id\": \"} ;;
     esac
+    session=${session%%\"*}
 fi
 case $session in '' | *[!A-Za-z0-9_-]*) session= ;; esac
 
