@@ -408,10 +408,9 @@ def _hooks_file(path: Path, wanted: dict[str, dict[str, Any]]) -> tuple[Change |
 
 def _events(hooks: object, wanted: dict[str, Any]) -> list[str]:
     """The events to look at: those that hold a gitmail entry now, then those that are to."""
-    present = [e for e, groups in hooks.items() if isinstance(groups, list)] if isinstance(hooks, dict) else []
-    return [e for e in present if e in wanted or any(_has_ours(g) for g in hooks[e])] + [  # type: ignore[index]
-        e for e in wanted if e not in present
-    ]
+    present = {e: groups for e, groups in hooks.items() if isinstance(groups, list)} if isinstance(hooks, dict) else {}
+    ours = [e for e, groups in present.items() if e in wanted or any(_has_ours(g) for g in groups)]
+    return ours + [e for e in wanted if e not in present]
 
 
 def _with_hooks(data: dict[str, Any], wanted: dict[str, dict[str, Any]], path: Path) -> dict[str, Any]:
@@ -419,11 +418,12 @@ def _with_hooks(data: dict[str, Any], wanted: dict[str, dict[str, Any]], path: P
     group of its own with no matcher, so it runs for every source and every tool, including ones hosts add later."""
     had_hooks = "hooks" in data
     hooks = _child(data, "hooks", {}, path)
-    removed = False
+    removed_any = False
     for event in _events(hooks, wanted):
         had = event in hooks
         groups = _child(hooks, event, [], path)
         kept = _kept_group(groups) if event in wanted else None
+        removed = False
         for index, group in reversed(list(enumerate(groups))):
             if index == kept or not _has_ours(group):
                 continue
@@ -438,7 +438,8 @@ def _with_hooks(data: dict[str, Any], wanted: dict[str, dict[str, Any]], path: P
         # Containers this edit emptied, or only just made, go; an empty one the user had stays.
         if not groups and (removed or not had):
             del hooks[event]
-    if not hooks and (removed or not had_hooks):
+        removed_any = removed_any or removed
+    if not hooks and (removed_any or not had_hooks):
         del data["hooks"]
     return data
 

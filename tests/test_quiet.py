@@ -27,11 +27,11 @@ class Hooks:
     """The hooks of one session as a host runs them: in the session's directory, the payload on stdin (the
     session first, as both hosts send it), and for Claude Code the session in the environment too."""
 
-    def __init__(self, repo: Path, host: str, session: str, python: str = sys.executable) -> None:
-        self.repo, self.host, self.session, self.python = repo, host, session, python
+    def __init__(self, repo: Path, host: str, session: str, python: str = sys.executable, **extra: str) -> None:
+        self.repo, self.host, self.session, self.python, self.extra = repo, host, session, python, extra
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != "CLAUDE_CODE_SESSION_ID"}
+        env = {k: v for k, v in os.environ.items() if k != "CLAUDE_CODE_SESSION_ID"} | self.extra
         return {**env, "CLAUDE_CODE_SESSION_ID": self.session} if self.host == "claude" else env
 
     def payload(self, event: str) -> bytes:
@@ -179,3 +179,29 @@ def test_the_plugins_quiet_path_starts_no_python_either(repos: RepoFactory, box:
     assert done.returncode == 0
     executed = [line.split('execve("', 1)[1].split('"', 1)[0] for line in log.read_text().splitlines()]
     assert [Path(p).name for p in executed] == ["run", "sh"], executed
+
+
+def test_wakes_follow_the_limit_window_and_kill_switch_in_the_mailbox_config(repos: RepoFactory, box: Store) -> None:
+    web = repos("web")
+    mailbox.send(box, sender="docs", to="api", subject="a mailbox exists")
+    hooks = Hooks(web, "claude", "s7")
+    hooks.start()
+
+    def configure(key: str, value: str) -> None:
+        subprocess.run(["git", "config", "--file", str(box.path / "config"), key, value], check=True)
+
+    def wake_after_a_send(subject: str) -> int:
+        mailbox.send(box, sender="api", to="web", subject=subject)
+        return hooks.run("wake", "FileChanged").returncode
+
+    configure("gitmail.wakeLimit", "1")
+    assert wake_after_a_send("one") == 2
+    assert wake_after_a_send("two") == 0  # one wake per window (300 s)
+    configure("gitmail.wakeWindow", "0")
+    assert wake_after_a_send("three") == 2  # the last wake is outside a window of no length
+    configure("gitmail.wake", "false")
+    assert wake_after_a_send("four") == 0
+    configure("gitmail.wake", "true")
+    assert wake_after_a_send("five") == 2
+    hooks = Hooks(web, "claude", "s7", GITMAIL_WAKE="0")  # the same session, the switch in its environment
+    assert wake_after_a_send("six") == 0
