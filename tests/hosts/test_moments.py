@@ -36,7 +36,7 @@ def sending(subject: str, then: str) -> Callable[[Request], str]:
 def test_mail_sent_during_a_tool_call_reaches_the_very_next_request(world: World, host: Host) -> None:
     web = world.repo("web")
     world.stub.script(Shell(sending("Stop, the schema changed", then="echo working"), then="Switching."))
-    turn = host.run(web, "Build the order list.")  # print mode: it ends by itself, though a wake hook fired
+    turn = host.run(web, "Build the order list.")  # print mode, with the wake installed: it ends by itself
     assert host.delivered(turn.first) == []  # nothing was pending when the session started
     expected = host.expected(web, "tool")
     assert expected is not None and "Stop, the schema changed" in expected
