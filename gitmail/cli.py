@@ -360,6 +360,15 @@ NoTrustOption = Annotated[
     bool, typer.Option("--no-trust", help="Leave trusting gitmail's Codex hook to you (Codex's /hooks review).")
 ]
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Show the change as a diff; write nothing.")]
+MomentsOption = Annotated[
+    str,
+    typer.Option(
+        "--moments",
+        help="Which moments deliver mail, comma-separated: start (a session starts, resumes, forks, clears or "
+        "compacts), tool (after tool calls), prompt (the next prompt), stop (a turn ends), wake (an idle Claude Code "
+        "session; needs start), end (a session ends: its record goes).",
+    ),
+]
 
 
 @app.command()
@@ -368,23 +377,27 @@ def install(
     codex: CodexOption = False,
     dry_run: DryRunOption = False,
     no_trust: NoTrustOption = False,
+    moments: MomentsOption = "start,tool,prompt,stop,wake,end",
 ) -> None:
-    """Install the session-start hook that delivers mail into new sessions, for Claude Code and/or Codex
-    (default: whichever is found on this machine). Running it again changes nothing."""
+    """Install the hooks that deliver mail into sessions, for Claude Code and/or Codex (default: whichever is found
+    on this machine), at every moment the host offers (--moments to choose). Running it again changes nothing."""
     from gitmail import install as installer
 
+    chosen = installer.parse_moments(moments)
     home = Path.home()
     hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or installer.detect_hosts(home)
     if not hosts:
         raise GitmailError("found neither Claude Code (~/.claude) nor Codex (~/.codex); pass --claude or --codex")
     version = installer.codex_version() if "codex" in hosts else None
-    plan = installer.plan(home=home, hosts=hosts, install=True, codex_version=version, trust=not no_trust)
+    plan = installer.plan(
+        home=home, hosts=hosts, install=True, moments=chosen, codex_version=version, trust=not no_trust
+    )
     _carry_out(plan, dry_run)
 
 
 @app.command()
 def uninstall(claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False) -> None:
-    """Remove exactly the hook entries `gitmail install` added (default: from both hosts)."""
+    """Remove exactly what `gitmail install` added (default: from both hosts)."""
     from gitmail import install as installer
 
     hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or list(installer.HOSTS)
@@ -400,7 +413,7 @@ def _carry_out(plan: install_module.Plan, dry_run: bool) -> None:
         if plan.trust:
             _say(f"note: {installer.TRUST_PREVIEW}")
     else:
-        for line in installer.apply(plan.changes, plan.trust):
+        for line in installer.apply(plan):
             _say(line)
     if not plan.changes:
         _say("nothing to change")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,13 +27,17 @@ class Request:
     api: str  # "anthropic" or "openai"
     path: str
     body: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
     @property
     def shell_tool(self) -> dict[str, Any] | None:
         """The shell tool the host offers in this request, as the host declared it (None in side requests)."""
+        return next((self.tool(name) for name in SHELL_TOOLS if self.tool(name)), None)
+
+    def tool(self, name: str) -> dict[str, Any] | None:
+        """The tool of this name the host offers in this request, as the host declared it."""
         for tool in self.body.get("tools") or []:
-            name = tool.get("name") or tool.get("function", {}).get("name")
-            if name in SHELL_TOOLS:
+            if (tool.get("name") or tool.get("function", {}).get("name")) == name:
                 return dict(tool)
         return None
 
@@ -80,9 +85,10 @@ def _strings(value: Any) -> Iterator[str]:
 
 @dataclass(frozen=True)
 class Answer:
-    """Answer with text and end the turn."""
+    """Answer with text (or what `text` computes from the request: a test can act at that moment) and end the
+    turn."""
 
-    text: str = "ok"
+    text: str | Callable[[Request], str] = "ok"
 
 
 @dataclass(frozen=True)
@@ -91,10 +97,20 @@ class Shell:
     tool's result comes back, answer `then`."""
 
     command: str | Callable[[Request], str]
+    then: str | Callable[[Request], str] = "done"
+
+
+@dataclass(frozen=True)
+class Call:
+    """Call the host's tool `tool` with these arguments, then answer `then` once its result comes back."""
+
+    tool: str
+    arguments: dict[str, Any]
     then: str = "done"
 
 
-Step = Answer | Shell
+Step = Answer | Shell | Call
+ToolCall = tuple[str, dict[str, Any]]  # a tool's name and its arguments
 
 
 @dataclass
@@ -106,9 +122,13 @@ class Stub:
     steps: deque[Step] = field(default_factory=deque)
     commands: list[str] = field(default_factory=list)  # shell commands the stub asked a host to run
     port: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _pending_then: str | None = None
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _arrived: threading.Condition = field(init=False)
+    _pending_then: str | Callable[[Request], str] | None = None
     _ids: Iterator[int] = field(default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        self._arrived = threading.Condition(self._lock)
 
     @property
     def url(self) -> str:
@@ -121,22 +141,42 @@ class Stub:
         with self._lock:
             self.steps.extend(steps)
 
-    def decide(self, request: Request) -> tuple[str, str | None]:
-        """(text, shell command or None) for this request."""
+    def decide(self, request: Request) -> tuple[str, ToolCall | None]:
+        """(text, tool call or None) for this request."""
         with self._lock:
-            self.requests.append(request)
+            self.record(request)
             if request.shell_tool is None:
                 return "ok", None
             if request.after_tool_call and self._pending_then is not None:
-                text, self._pending_then = self._pending_then, None
-                return text, None
+                then, self._pending_then = self._pending_then, None
+                return (then(request) if callable(then) else then), None
             step = self.steps.popleft() if self.steps else Answer()
             if isinstance(step, Answer):
-                return step.text, None
+                return (step.text(request) if callable(step.text) else step.text), None
+            self._pending_then = step.then
+            if isinstance(step, Call):
+                return "", (step.tool, step.arguments)
             command = step.command(request) if callable(step.command) else step.command
             self.commands.append(command)
-            self._pending_then = step.then
-            return "", command
+            tool = request.shell_tool
+            return "", (tool["name"] if "name" in tool else tool["function"]["name"], _shell_input(tool, command))
+
+    def record(self, request: Request) -> None:
+        with self._arrived:
+            self.requests.append(request)
+            self._arrived.notify_all()
+
+    def next_request(self, after: int, timeout: float) -> Request | None:
+        """The first request of the host's main conversation after the first `after` requests, once it arrives; None
+        if none does within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while True:
+                found = [r for r in self.requests[after:] if r.shell_tool is not None]
+                if found:
+                    return found[0]
+                if not self._arrived.wait(deadline - time.monotonic()) and time.monotonic() >= deadline:
+                    return None
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):04d}"
@@ -156,18 +196,14 @@ def _shell_input(tool: dict[str, Any], command: str) -> dict[str, Any]:
     return {"command": command}
 
 
-def _anthropic_content(stub: Stub, request: Request, text: str, command: str | None) -> list[dict[str, Any]]:
-    if command is None:
+def _anthropic_content(stub: Stub, text: str, call: ToolCall | None) -> list[dict[str, Any]]:
+    if call is None:
         return [{"type": "text", "text": text}]
-    tool = request.shell_tool
-    assert tool is not None
-    return [
-        {"type": "tool_use", "id": stub.next_id("toolu"), "name": tool["name"], "input": _shell_input(tool, command)}
-    ]
+    return [{"type": "tool_use", "id": stub.next_id("toolu"), "name": call[0], "input": call[1]}]
 
 
-def _anthropic_events(stub: Stub, request: Request, text: str, command: str | None) -> Iterator[tuple[str, Any]]:
-    content = _anthropic_content(stub, request, text, command)
+def _anthropic_events(stub: Stub, request: Request, text: str, call: ToolCall | None) -> Iterator[tuple[str, Any]]:
+    content = _anthropic_content(stub, text, call)
     usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     message = {
         "id": stub.next_id("msg"),
@@ -195,7 +231,7 @@ def _anthropic_events(stub: Stub, request: Request, text: str, command: str | No
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
         yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
-    stop = "tool_use" if command is not None else "end_turn"
+    stop = "tool_use" if call is not None else "end_turn"
     yield (
         "message_delta",
         {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}},
@@ -203,23 +239,23 @@ def _anthropic_events(stub: Stub, request: Request, text: str, command: str | No
     yield "message_stop", {"type": "message_stop"}
 
 
-def _anthropic_message(stub: Stub, request: Request, text: str, command: str | None) -> dict[str, Any]:
+def _anthropic_message(stub: Stub, request: Request, text: str, call: ToolCall | None) -> dict[str, Any]:
     return {
         "id": stub.next_id("msg"),
         "type": "message",
         "role": "assistant",
         "model": request.body.get("model", "stub"),
-        "content": _anthropic_content(stub, request, text, command),
-        "stop_reason": "tool_use" if command is not None else "end_turn",
+        "content": _anthropic_content(stub, text, call),
+        "stop_reason": "tool_use" if call is not None else "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": 5},
     }
 
 
-def _openai_events(stub: Stub, request: Request, text: str, command: str | None) -> Iterator[tuple[str, Any]]:
+def _openai_events(stub: Stub, request: Request, text: str, call: ToolCall | None) -> Iterator[tuple[str, Any]]:
     response_id = stub.next_id("resp")
     yield "response.created", {"type": "response.created", "response": {"id": response_id}}
-    if command is None:
+    if call is None:
         item: dict[str, Any] = {
             "type": "message",
             "role": "assistant",
@@ -227,14 +263,12 @@ def _openai_events(stub: Stub, request: Request, text: str, command: str | None)
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
     else:
-        tool = request.shell_tool
-        assert tool is not None
         item = {
             "type": "function_call",
             "id": stub.next_id("fc"),
             "call_id": stub.next_id("call"),
-            "name": tool["name"],
-            "arguments": json.dumps(_shell_input(tool, command)),
+            "name": call[0],
+            "arguments": json.dumps(call[1]),
         }
     yield "response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}
     yield "response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}
@@ -266,7 +300,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._foreign():
             return
         self._body()
-        self.server.stub.requests.append(Request("other", f"GET {self.path}", {}))
+        self.server.stub.record(Request("other", f"GET {self.path}", {}))
         self._send(404, b'{"error": {"type": "not_found", "message": "not in the stub"}}', "application/json")
 
     def do_HEAD(self) -> None:  # noqa: N802
@@ -285,23 +319,21 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         stub = self.server.stub
         if path.endswith("/messages/count_tokens"):
-            stub.requests.append(Request("anthropic", path, body))
+            stub.record(Request("anthropic", path, body))
             self._send(200, json.dumps({"input_tokens": 100}).encode(), "application/json")
         elif path.endswith("/messages"):
             request = Request("anthropic", path, body)
-            text, command = stub.decide(request)
+            text, call = stub.decide(request)
             if body.get("stream"):
-                self._stream(_anthropic_events(stub, request, text, command))
+                self._stream(_anthropic_events(stub, request, text, call))
             else:
-                self._send(
-                    200, json.dumps(_anthropic_message(stub, request, text, command)).encode(), "application/json"
-                )
+                self._send(200, json.dumps(_anthropic_message(stub, request, text, call)).encode(), "application/json")
         elif path.endswith("/responses"):
             request = Request("openai", path, body)
-            text, command = stub.decide(request)
-            self._stream(_openai_events(stub, request, text, command))
+            text, call = stub.decide(request)
+            self._stream(_openai_events(stub, request, text, call))
         else:
-            stub.requests.append(Request("other", f"POST {path}", body))
+            stub.record(Request("other", f"POST {path}", body))
             self._send(404, b'{"error": {"type": "not_found", "message": "not in the stub"}}', "application/json")
 
     def _foreign(self) -> bool:
