@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
-import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
@@ -654,130 +652,49 @@ def _reclaim(store: Store, here: Path | None) -> list[str]:
     return [f"recorded {here} for the name {json.dumps(here.name, ensure_ascii=False)} instead of {first}"]
 
 
-class Hook(NamedTuple):
-    """gitmail's session-start hook as one host's settings hold it."""
-
-    host: str  # claude or codex
-    path: Path  # the host's settings file
-    commands: list[str]  # gitmail's installed commands (more than one delivers mail twice)
-    plugin: bool  # Claude Code: gitmail enabled as a plugin
-
-
-def installed_hooks(home: Path) -> list[Hook]:
-    """What the host settings files say about gitmail's hook. Codex's trust in it is not read here."""
-    from gitmail.install import MARK
-
-    codex = Path(os.environ.get("CODEX_HOME") or home / ".codex").expanduser()
-    found = []
-    for host, folder, name in (("claude", home / ".claude", "settings.json"), ("codex", codex, "hooks.json")):
-        if not folder.is_dir():
-            continue
-        path = folder / name
-        try:
-            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-        except (OSError, ValueError):
-            data = {}
-        data = data if isinstance(data, dict) else {}
-        groups = data.get("hooks", {}).get("SessionStart", []) if isinstance(data.get("hooks"), dict) else []
-        commands = [
-            str(entry.get("command"))
-            for group in (groups if isinstance(groups, list) else [])
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list)
-            for entry in group["hooks"]
-            if isinstance(entry, dict) and str(entry.get("command", "")).rstrip().endswith(MARK)
-        ]
-        plugins = data.get("enabledPlugins")
-        plugin = isinstance(plugins, dict) and any(k.startswith("gitmail@") and v for k, v in plugins.items())
-        found.append(Hook(host, path, commands, plugin))
-    return found
-
-
 def _hooks(home: Path) -> list[Finding]:
-    from gitmail import __version__
+    """Each host's gitmail hooks (`gitmail.install.status`): installed for which moments, still running, trusted
+    by Codex; and the plugin, which installed hooks would double."""
+    from gitmail import __version__, install
 
     findings = []
-    for hook in installed_hooks(home):
-        if not hook.commands and not hook.plugin:
-            findings.append(
-                Finding(
-                    hook.host,
-                    Level.NOTE,
-                    f"gitmail's hook is not installed in {hook.path}: sessions get mail only when they run "
-                    "`gitmail inbox`",
-                    f"gitmail install --{hook.host}",
-                )
-            )
+    for host in install.status(home):
+        plugin = host.host == "claude" and _plugin_enabled(home)
+        if not host.installed and not host.path.parent.is_dir():
+            continue  # that host is not on this machine
+        if not host.installed:
+            if plugin:
+                findings.append(Finding(host.host, Level.OK, "gitmail is enabled as a plugin"))
+            else:
+                text = f"gitmail's hooks are not installed in {host.path}: sessions get mail only from `gitmail inbox`"
+                findings.append(Finding(host.host, Level.NOTE, text, f"gitmail install --{host.host}"))
             continue
-        if hook.commands and hook.plugin:
+        if plugin:
+            text = f"gitmail is both installed in {host.path} and enabled as a plugin: sessions get their mail twice"
+            findings.append(Finding(host.host, Level.PROBLEM, text, f"gitmail uninstall --{host.host}, or disable it"))
+        if not host.runs:
+            text = f"{host.detail}: sessions get no mail"
+            findings.append(Finding(host.host, Level.PROBLEM, text, f"gitmail install --{host.host}"))
+        elif host.trust not in (None, "trusted"):
+            text = f"Codex does not run gitmail's hooks (trust: {host.trust}); it skips them without a word"
+            findings.append(Finding(host.host, Level.PROBLEM, text, "gitmail install --codex, or /hooks in Codex"))
+        elif __version__ not in host.detail:
+            text = f"{host.detail}; this is gitmail {__version__}"
             findings.append(
-                Finding(
-                    hook.host,
-                    Level.PROBLEM,
-                    f"gitmail is both installed in {hook.path} and enabled as a plugin: every session gets its mail "
-                    "twice",
-                    f"gitmail uninstall --{hook.host}, or disable the plugin",
-                )
-            )
-        elif len(hook.commands) > 1:
-            findings.append(
-                Finding(
-                    hook.host,
-                    Level.PROBLEM,
-                    f"{hook.path} holds gitmail's hook {len(hook.commands)} times: every session gets its mail that "
-                    "often",
-                    f"gitmail install --{hook.host} (it keeps one)",
-                )
-            )
-        if not hook.commands:
-            findings.append(Finding(hook.host, Level.OK, "gitmail is enabled as a plugin"))
-            continue
-        runs, version, how = _still_runs(hook.commands[0])
-        if not runs:
-            findings.append(
-                Finding(
-                    hook.host,
-                    Level.PROBLEM,
-                    f"the hook in {hook.path} no longer finds gitmail ({how}), so sessions get no mail",
-                    f"gitmail install --{hook.host}, from the gitmail you use",
-                )
-            )
-        elif version != __version__:
-            findings.append(
-                Finding(
-                    hook.host,
-                    Level.NOTE,
-                    f"the hook in {hook.path} runs gitmail {version} ({how}); this is {__version__}",
-                    f"gitmail install --{hook.host}, from the gitmail you mean sessions to use",
-                )
+                Finding(host.host, Level.NOTE, text, f"gitmail install --{host.host}, from the one you use")
             )
         else:
-            findings.append(Finding(hook.host, Level.OK, f"hook installed in {hook.path}; {how}"))
+            findings.append(Finding(host.host, Level.OK, host.detail))
     return findings
 
 
-def _still_runs(command: str) -> tuple[bool, str | None, str]:
-    """Whether the installed command still finds a gitmail (its interpreter first, then `gitmail` on PATH), the
-    version it runs, and how it was found."""
+def _plugin_enabled(home: Path) -> bool:
     try:
-        words = shlex.split(command, comments=True)
-    except ValueError:
-        words = []
-    attempts = []
-    gone = ""
-    if words[1:3] == ["-m", "gitmail"]:
-        attempts.append(([words[0], "-m", "gitmail", "--version"], f"runs {words[0]}"))
-        gone = f"its interpreter {words[0]} does not run gitmail; "
-    on_path = shutil.which("gitmail")
-    if on_path:
-        attempts.append(([on_path, "--version"], f"{gone}it falls back to {on_path}"))
-    for argv, how in attempts:
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if done.returncode == 0 and done.stdout.startswith("gitmail "):
-            return True, done.stdout.split()[1], how
-    return False, None, f"{gone}no gitmail on PATH"
+        settings = json.loads((home / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    plugins = settings.get("enabledPlugins") if isinstance(settings, dict) else None
+    return isinstance(plugins, dict) and any(str(k).startswith("gitmail@") and v for k, v in plugins.items())
 
 
 # -- text and JSON -----------------------------------------------------------------------------------------------

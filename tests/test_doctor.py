@@ -306,9 +306,9 @@ def test_installed_hooks_are_found_and_their_command_run(
     result = cli("doctor", cwd=web)
     assert result.code == 0
     assert result.out.splitlines()[-3:] == [
-        f"ok        claude: hook installed in {settings}; runs {sys.executable}",
-        f"note      codex: gitmail's hook is not installed in {home / '.codex' / 'hooks.json'}: sessions get mail "
-        "only when they run `gitmail inbox` -- gitmail install --codex",
+        f"ok        claude: installed in {settings} (start); runs ({sys.executable} -m gitmail: gitmail {__version__})",
+        f"note      codex: gitmail's hooks are not installed in {home / '.codex' / 'hooks.json'}: sessions get mail "
+        "only from `gitmail inbox` -- gitmail install --codex",
         "No problems found.",
     ]
 
@@ -316,8 +316,8 @@ def test_installed_hooks_are_found_and_their_command_run(
     claude_settings(home, f"{old} -m gitmail hook session-start || true {MARK}")
     result = cli("doctor", cwd=web)
     assert (
-        f"note      claude: the hook in {settings} runs gitmail 0.0.9 (runs {old}); this is {__version__} -- gitmail "
-        "install --claude, from the gitmail you mean sessions to use"
+        f"note      claude: installed in {settings} (start); runs ({old} -m gitmail: gitmail 0.0.9); this is gitmail "
+        f"{__version__} -- gitmail install --claude, from the one you use"
     ) in result.out.splitlines()
 
     gone = tmp_path / "deleted-venv" / "bin" / "python"
@@ -325,16 +325,16 @@ def test_installed_hooks_are_found_and_their_command_run(
     result = cli("doctor", cwd=web)
     assert result.code == 1
     assert (
-        f"problem   claude: the hook in {settings} no longer finds gitmail (its interpreter {gone} does not run "
-        "gitmail; no gitmail on PATH), so sessions get no mail -- fix: gitmail install --claude, from the gitmail you use"
+        f"problem   claude: installed in {settings} (start); {gone} no longer runs gitmail (reinstall: gitmail "
+        "install): sessions get no mail -- fix: gitmail install --claude"
     ) in result.out.splitlines()
 
     claude_settings(home, current, plugin=True)
     result = cli("doctor", cwd=web)
     assert result.code == 1
     assert (
-        f"problem   claude: gitmail is both installed in {settings} and enabled as a plugin: every session gets its "
-        "mail twice -- fix: gitmail uninstall --claude, or disable the plugin"
+        f"problem   claude: gitmail is both installed in {settings} and enabled as a plugin: sessions get their mail "
+        "twice -- fix: gitmail uninstall --claude, or disable it"
     ) in result.out.splitlines()
 
 
