@@ -15,7 +15,9 @@ moment=$1 host=$2 python=$3 watch=${4:-}
 # Python's gitmail: this interpreter, or (when it is gone: a removed virtualenv) `gitmail` on PATH, or nothing.
 gitmail() {
     if command -v "$python" >/dev/null 2>&1; then
-        "$python" -m gitmail hook "$moment" --host "$host" $watch
+        # -P: never import a `gitmail` from the session's own directory (a repository could hold one).
+        "$python" -P -c 'import sys; from gitmail.hooks import main; sys.exit(main(sys.argv[1:]))' \
+            "$moment" --host "$host" $watch
     elif command -v gitmail >/dev/null 2>&1; then
         command gitmail hook "$moment" --host "$host" $watch
     fi

@@ -143,7 +143,8 @@ def command(moment: str, host: str, *, python: str | None = None, watch: bool = 
             run += f" || gitmail hook {name} --host {host}" + (" --watch" if watch else "")
         return f"{run} {marker(moment)}" if moment == "wake" else f"{run} || true {marker(moment)}"
     arguments = f"hook {name} --host {host}" + (" --watch" if watch else "")
-    return f"{interpreter} -m gitmail {arguments} || gitmail {arguments} || true {marker(moment)}"
+    # -P: never import a `gitmail` from the session's directory (hooks run there; a repository could hold one).
+    return f"{interpreter} -P -m gitmail {arguments} || gitmail {arguments} || true {marker(moment)}"
 
 
 def hook_command(python: str | None = None, *, host: str = "claude", watch: bool = False) -> str:

@@ -122,3 +122,13 @@ def test_a_repository_with_no_mail_starts_without_python_after_the_first_start(
     assert hook("session-start", web, session="one") != ""  # only the watched paths
     watched = json.loads(hook("session-start", web, session="two", python=no_python))
     assert set(watched["hookSpecificOutput"]) == {"hookEventName", "watchPaths"} and not no_python.started()
+
+
+def test_a_repository_holding_a_gitmail_package_of_its_own_cannot_take_over_the_hook(web: Path, box: Store) -> None:
+    sent = mailbox.send(box, sender="api", to="web", subject="hello")
+    planted = web / "gitmail"
+    planted.mkdir()
+    (planted / "__init__.py").write_text(f"open({str(web / 'taken-over')!r}, 'w').close()\n")
+    (planted / "hooks.py").write_text("def main(argv): return 0\n")
+    assert sent.message.id in hook("session-start", web)
+    assert hook("tool", web) == "" and not (web / "taken-over").exists()

@@ -713,7 +713,7 @@ def test_every_moment_gets_its_command_and_codex_has_no_wake(home: Path) -> None
         },
         "SessionEnd": {
             "type": "command",
-            "command": f"{python} -m gitmail hook session-end --host claude || gitmail hook session-end --host claude "
+            "command": f"{python} -P -m gitmail hook session-end --host claude || gitmail hook session-end --host claude "
             "|| true # gitmail:session-end",
             "timeout": 3,
         },

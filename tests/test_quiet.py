@@ -22,6 +22,9 @@ from tests.conftest import RepoFactory
 SCRIPT = str(install.hook_script())
 STRACE = shutil.which("strace")
 
+# How hook.sh starts Python: never importing a `gitmail` from the session's own directory.
+PYTHON_RUN = "-P -c import sys; from gitmail.hooks import main; sys.exit(main(sys.argv[1:]))"
+
 
 class Hooks:
     """The hooks of one session as a host runs them: in the session's directory, the payload on stdin (the
@@ -99,7 +102,7 @@ def test_the_interpreter_runs_only_when_something_may_be_new(
     news = hooks.run("tool")
     context = json.loads(news.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "while working" in context and "known" not in context
-    assert runs(tmp_path) == ["-m gitmail hook tool --host codex"]
+    assert runs(tmp_path) == [PYTHON_RUN + " tool --host codex"]
     assert hooks.run("tool").stdout == b"" and len(runs(tmp_path)) == 1  # told once; quiet again
     mailbox.send(box, sender="docs", to="api", subject="for another repository")
     assert hooks.run("tool").stdout == b"" and len(runs(tmp_path)) == 1  # its stamp is not web's
@@ -136,7 +139,7 @@ def test_whatever_it_cannot_tell_python_decides(
         env["GITMAIL_DIR"] = "relative/mail.git"
     argv = ["sh", SCRIPT, "tool", "codex", str(recorder)]
     done = subprocess.run(argv, input=json.dumps(payload).encode(), cwd=repo, env=env, capture_output=True)
-    assert done.returncode == 0 and runs(tmp_path) == ["-m gitmail hook tool --host codex"]
+    assert done.returncode == 0 and runs(tmp_path) == [PYTHON_RUN + " tool --host codex"]
 
 
 def test_a_wake_during_a_turn_starts_nothing_and_the_turns_end_brings_the_mail(
