@@ -310,6 +310,22 @@ def _carry_out(plan: install_module.Plan, dry_run: bool) -> None:
         _say(f"note: {note}")
 
 
+@app.command()
+def mcp(
+    print_config: Annotated[
+        bool, typer.Option("--print-config", help="Print the JSON entry MCP clients take, and exit.")
+    ] = False,
+) -> None:
+    """Run the MCP server on standard input and output (an MCP client starts it): gitmail's tools and the
+    inbox as a resource, for any agent client that speaks the Model Context Protocol."""
+    from gitmail import mcpserver
+
+    if print_config:
+        print(mcpserver.print_config())
+        return
+    raise typer.Exit(mcpserver.main())
+
+
 @app.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 def hook(ctx: typer.Context) -> None:
     """Entry point for host programs: `gitmail hook session-start` reads the host's JSON on stdin and prints
