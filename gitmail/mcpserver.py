@@ -618,9 +618,20 @@ def main() -> int:
         anyio.run(serve)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # the client closed its end mid-answer
-        pass
+    except BaseException as error:
+        if not _client_gone(error):
+            raise
+        # The client closed its end mid-answer: nothing is left to tell it, and nothing more is to be written.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def _client_gone(error: BaseException) -> bool:
+    if isinstance(error, BaseExceptionGroup):
+        return all(_client_gone(inner) for inner in error.exceptions)
+    return isinstance(
+        error, BrokenPipeError | ConnectionResetError | anyio.ClosedResourceError | anyio.BrokenResourceError
+    )
 
 
 def config(python: str | None = None) -> dict[str, Any]:

@@ -1,0 +1,513 @@
+"""`gitmail mcp` driven by the MCP SDK's own client over stdio, as a real process: every tool, identity from roots,
+resource updates when another process sends mail, concurrent clients, and faults. Plus the argument checks and the
+identity rules in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from jsonschema import Draft202012Validator
+from mcp import Client, StdioServerParameters
+from mcp.client.session import MessageHandlerFnT
+from mcp.client.stdio import stdio_client
+from pydantic import FileUrl
+
+from gitmail import mailbox, mcpserver
+from gitmail.errors import GitmailError, UsageError
+from gitmail.identity import RepoName
+from gitmail.store import Store
+from tests.conftest import CliRunner, RepoFactory, mailbox_snapshot, run_gitmail
+
+# Roots and resources/subscribe are what today's clients use, though deprecated for the 2026 protocol.
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+CALL_WAIT = 30.0  # seconds any one request may take (a held lock makes a write wait 10)
+
+
+@pytest.fixture
+def api(repos: RepoFactory) -> Path:
+    return repos("api")
+
+
+@pytest.fixture
+def web(repos: RepoFactory) -> Path:
+    return repos("web")
+
+
+@asynccontextmanager
+async def connect(
+    cwd: Path,
+    *,
+    roots: list[Path] | None = None,
+    mode: str = "legacy",
+    on_message: MessageHandlerFnT | None = None,
+    errors: Path | None = None,
+) -> AsyncIterator[Client]:
+    """`gitmail mcp` started in `cwd` by the SDK's client, offering `roots` (a list it may change later)."""
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")  # as when the venv is active
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "gitmail", "mcp"], env={**os.environ, "PATH": path}, cwd=str(cwd)
+    )
+
+    async def list_roots(context: Any) -> types.ListRootsResult:
+        assert roots is not None
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl(path.as_uri())) for path in roots])
+
+    with open(errors or os.devnull, "a") as log:
+        async with Client(
+            stdio_client(params, errlog=log),
+            mode=mode,
+            list_roots_callback=list_roots if roots is not None else None,
+            message_handler=on_message,
+            read_timeout_seconds=CALL_WAIT,
+        ) as client:
+            yield client
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> types.CallToolResult:
+    return await client.call_tool(tool, arguments)
+
+
+def text(result: types.CallToolResult) -> str:
+    [content] = result.content
+    assert isinstance(content, types.TextContent)
+    return content.text
+
+
+def ok(result: types.CallToolResult) -> str:
+    assert not result.is_error, text(result)
+    return text(result)
+
+
+def refused(result: types.CallToolResult) -> str:
+    """A tool error: one line, gitmail's own."""
+    assert result.is_error, text(result)
+    line = text(result)
+    assert line.startswith("gitmail: error: ") and "\n" not in line and len(line) < 400, line
+    return line
+
+
+# -- in-process: the surface, arguments, identity -----------------------------------------------------------------
+
+
+def test_the_tool_list_is_small_and_every_schema_is_valid() -> None:
+    listed = types.ListToolsResult(tools=mcpserver.tool_list()).model_dump(
+        by_alias=True, mode="json", exclude_none=True
+    )
+    assert [tool["name"] for tool in listed["tools"]] == ["send", "inbox", "done", "log", "show", "retract"]
+    assert len(json.dumps(listed)) < 6000
+    for tool in mcpserver.TOOLS:
+        Draft202012Validator.check_schema(tool.schema)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "said"),
+    [
+        ("sned", {}, 'no tool named "sned"; the tools are send, inbox, done, log, show, retract'),
+        ("show", {}, 'show: missing argument "id"'),
+        ("show", {"id": 7}, "show: id must be a string"),
+        (
+            "send",
+            {"to": "web", "subjet": "x"},
+            'send: unknown argument "subjet" (known: to, broadcast, reply_to, subject, message, repo)',
+        ),
+        ("log", {"limit": 0}, "log: limit must be at least 1"),
+        ("log", {"limit": 10_000}, "log: limit must be at most 200"),
+        ("done", {"ids": []}, "done: ids must list at least 1"),
+        ("done", {"ids": ["x" * 100_000]}, None),
+        ("inbox", {"peek": "yes"}, "inbox: peek must be a boolean"),
+        ("send", {"to": ["x" * 1_000_000]}, "send: to must be a string"),
+    ],
+)
+def test_a_bad_argument_is_one_short_line(tool: str, arguments: dict[str, Any], said: str | None) -> None:
+    if said is None:
+        mcpserver.check(tool, arguments)  # well-formed; the core judges the value
+        return
+    with pytest.raises(UsageError) as caught:
+        mcpserver.check(tool, arguments)
+    assert str(caught.value) == said
+
+
+def test_roots_name_one_repository_or_the_call_must(repos: RepoFactory, tmp_path: Path) -> None:
+    api, web = repos("api"), repos("web")
+    (api / "src").mkdir()
+    who = mcpserver.from_roots([(api / "src").as_uri(), api.as_uri(), "https://example.com/x"])
+    assert who == mcpserver.Who(RepoName("api"), api, f"the client's root {api}")
+    assert mcpserver.from_roots(["https://example.com/x"]) is None  # nothing local offered: not a decision
+    with pytest.raises(GitmailError, match=r'several repositories \("api", "web"\); name one with repo'):
+        mcpserver.from_roots([api.as_uri(), web.as_uri()])
+    (tmp_path / "notes").mkdir()
+    with pytest.raises(GitmailError, match="not inside a git repository; name one with repo"):
+        mcpserver.from_roots([(tmp_path / "notes").as_uri()])
+    assert mcpserver.from_directory(str(tmp_path / "notes")) is None
+    assert mcpserver.from_directory(str(web)) == mcpserver.Who(RepoName("web"), web, f"the server's directory {web}")
+    spaced = repos("My App")
+    assert mcpserver.from_roots([spaced.as_uri()]) == mcpserver.Who(
+        RepoName("My App"), spaced, f"the client's root {spaced}"
+    )
+
+
+def test_print_config_names_this_interpreter(cli: CliRunner) -> None:
+    result = cli("mcp", "--print-config")
+    assert result.code == 0
+    assert json.loads(result.out) == {
+        "mcpServers": {"gitmail": {"command": sys.executable, "args": ["-m", "gitmail", "mcp"]}}
+    }
+
+
+def test_other_commands_import_neither_the_sdk_nor_pydantic(api: Path, web: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    runs = [
+        (["send", "--to", "web", "-s", "hi", "-m", "x"], api, b""),
+        (["inbox"], web, b""),
+        (["hook", "session-start"], web, json.dumps({"cwd": str(web), "session_id": "s"}).encode()),
+    ]
+    for args, cwd, stdin in runs:
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "gitmail", *args],
+            cwd=cwd,
+            input=stdin,
+            capture_output=True,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        imported = {line.split("|")[-1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
+        assert imported and not {m for m in imported if m.split(".")[0] in ("mcp", "mcp_types", "pydantic")}, args
+
+
+# -- over stdio: every tool -------------------------------------------------------------------------------------
+
+
+def test_every_tool_end_to_end(api: Path, web: Path, tmp_path: Path, box: Store) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    async def scenario() -> None:
+        async with connect(api) as as_api, connect(outside, roots=[web]) as as_web:
+            assert as_api.server_capabilities.resources is not None and as_api.server_capabilities.resources.subscribe
+            sent = await call(as_api, "send", to="web", subject="Schema v2 is live", message="Orders have a status.")
+            said = ok(sent)
+            assert sent.structured_content is not None
+            first = sent.structured_content["id"]
+            assert said == (
+                f'gitmail: sent {first} to "web" as "api" (the server\'s directory {api}). Note: no repo named "web" '
+                "has used this mailbox yet; it gets the message when a session starts in a repository of that name."
+            )
+            cast = ok(await call(as_api, "send", broadcast=True, subject="Freeze until Monday"))
+            assert 'to every repo as "api"' in cast
+
+            # The inbox is the framing a session start delivers, byte for byte, with the same data.
+            peeked = run_gitmail("inbox", "--peek", cwd=web)
+            shown = await call(as_web, "inbox")
+            assert ok(shown) == peeked.stdout
+            data = shown.structured_content
+            assert data is not None and data["repo"] == "web" and data["not_shown"] == 0
+            assert [m["id"] for m in data["directed"]] == [first]
+            assert [m["subject"] for m in data["broadcasts"]] == ["Freeze until Monday"]
+            again = ok(await call(as_web, "inbox"))  # the broadcast was handed over once
+            assert "(1 directed, 0 broadcasts)" in again
+
+            card = ok(await call(as_web, "show", id=first[:5]))
+            assert "> Orders have a status." in card and "untrusted data" in card and " · pending" in card
+
+            answer = await call(as_web, "send", reply_to=first, message="Switched.")
+            assert f'to "api" as "web" (the client\'s root {web})' in ok(answer)
+            assert answer.structured_content is not None and answer.structured_content["reply_to"] == first
+            assert "no mail" in ok(await call(as_web, "inbox"))  # the reply archived it for web
+
+            history = await call(as_web, "log", limit=5)
+            assert first in ok(history) and history.structured_content is not None
+            assert history.structured_content["messages"][0]["reply_to"] == first
+            thread = ok(await call(as_api, "log", thread=first))
+            assert thread.index(first) < thread.index(answer.structured_content["id"])
+            assert "every repo" in ok(await call(as_api, "log", everyone=True, grep="freeze"))
+
+            reply_id = answer.structured_content["id"]
+            ok(await call(as_api, "inbox"))
+            done = await call(as_api, "done", ids=[reply_id])
+            assert f"archived {reply_id}" in ok(done) and done.structured_content == {
+                "repo": "api",
+                "archived": [reply_id],
+                "already": [],
+                "unshown": [],
+            }
+            assert "already archived" in ok(await call(as_api, "done", ids=[reply_id]))
+
+            cast_id = [e.message.id for e in mailbox.log(box, repo="api") if e.message.is_broadcast][0]
+            assert "retracted" in ok(await call(as_api, "retract", id=cast_id))
+            assert "already retracted" in ok(await call(as_api, "retract", id=cast_id))
+
+    anyio.run(scenario)
+
+
+def test_tool_errors_change_nothing_and_the_server_keeps_serving(api: Path, web: Path, box: Store) -> None:
+    async def scenario() -> None:
+        async with connect(api) as client:
+            first = ok(await call(client, "send", to="web", subject="hello"))
+            before = mailbox_snapshot(box.path)
+            mistakes: list[tuple[str, dict[str, Any], str]] = [
+                ("send", {"to": "web"}, "send: a subject is required"),
+                ("send", {"to": "web", "broadcast": True, "subject": "x"}, "exactly one of to, broadcast or reply_to"),
+                ("send", {"to": "_broadcast", "subject": "x"}, "reserved"),
+                ("send", {"to": "web", "subject": "x", "message": "x" * 2_000_000}, "the limit is 65,536"),
+                ("send", {"to": "web", "subject": "x" * 300}, "the limit is 200"),
+                ("show", {"id": "zzzzzzzzzz"}, "no message with id zzzzzzzzzz"),
+                ("show", {"id": "not an id!"}, "is not a message id"),
+                ("done", {"ids": [first.split()[2]]}, "is addressed to 'web', not to 'api'"),
+                ("done", {"ids": ["a"], "all": True}, "give ids, or all"),
+                ("retract", {"id": first.split()[2]}, "is not a broadcast"),
+                ("log", {"everyone": True, "repo": "api"}, "repo or everyone, not both"),
+                ("inbox", {"repo": "a/b"}, "invalid repo name"),
+                ("nope", {}, "no tool named"),
+            ]
+            for tool, arguments, said in mistakes:
+                assert said in refused(await client.call_tool(tool, arguments)), tool
+            assert mailbox_snapshot(box.path) == before
+            assert len((await client.list_tools()).tools) == 6
+
+    anyio.run(scenario)
+
+
+# -- identity over the protocol ---------------------------------------------------------------------------------
+
+
+def test_identity_follows_the_clients_roots_and_their_changes(api: Path, web: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    async def scenario() -> None:
+        roots = [web]
+        async with connect(api, roots=roots) as client:
+            assert f'as "web" (the client\'s root {web})' in ok(await call(client, "send", to="api", subject="a"))
+            roots[:] = [api, web]
+            await client.send_roots_list_changed()
+            assert "several repositories" in refused(await call(client, "send", to="api", subject="b"))
+            assert 'as "web" (the argument)' in ok(await call(client, "send", to="api", subject="c", repo="web"))
+        async with connect(outside) as client:  # no roots, no repository: the call must say
+            assert "name one with repo" in refused(await call(client, "inbox"))
+            assert ok(await call(client, "inbox", repo="docs")) == 'gitmail: no mail for "docs" (the argument).\n'
+
+    anyio.run(scenario)
+
+
+# -- new mail while the server runs -----------------------------------------------------------------------------
+
+
+def test_a_subscriber_hears_of_mail_another_process_sends(api: Path, web: Path, box: Store) -> None:
+    """The mailbox does not exist yet when the client subscribes; the first send creates it."""
+    updates: list[str] = []
+    arrived = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+            arrived.set()
+
+    async def scenario() -> None:
+        nonlocal arrived
+        async with connect(web, on_message=on_message) as client:
+            [resource] = (await client.list_resources()).resources
+            assert str(resource.uri) == "gitmail://inbox"
+            await client.subscribe_resource("gitmail://inbox")
+            assert not box.path.exists()
+            for round_ in range(2):
+                subject = f"news {round_}"
+                sent = await anyio.to_thread.run_sync(
+                    partial(run_gitmail, "send", "--to", "web", "-s", subject, "-m", "x", cwd=api)
+                )
+                assert sent.returncode == 0, sent.stderr
+                with anyio.fail_after(10):
+                    await arrived.wait()
+                arrived = anyio.Event()
+                read = await client.read_resource("gitmail://inbox")
+                [contents] = read.contents
+                assert isinstance(contents, types.TextResourceContents)
+                assert f'subject "news {round_}"' in contents.text
+            assert updates == ["gitmail://inbox", "gitmail://inbox"]
+            # Mail for another repo says nothing to this one.
+            await anyio.to_thread.run_sync(lambda: run_gitmail("send", "--to", "api", "-s", "x", cwd=web))
+            await anyio.sleep(1)
+            assert len(updates) == 2
+        assert mailbox.pending(box, repo="web").receipted == frozenset()  # reading the resource hands nothing over
+
+    anyio.run(scenario)
+
+
+def test_a_2026_client_listens_for_the_same_updates(api: Path, web: Path) -> None:
+    async def scenario() -> None:
+        async with connect(web, mode="auto") as client:
+            assert client.protocol_version == "2026-07-28"
+            async with client.listen(resource_subscriptions=["gitmail://inbox"]) as events:
+                sent = await anyio.to_thread.run_sync(lambda: run_gitmail("send", "--to", "web", "-s", "hi", cwd=api))
+                assert sent.returncode == 0, sent.stderr
+                with anyio.fail_after(10):
+                    event = await events.__anext__()
+                assert getattr(event, "uri", None) == "gitmail://inbox"
+            assert 'subject "hi"' in ok(await call(client, "inbox", peek=True))
+
+    anyio.run(scenario)
+
+
+# -- concurrency and faults ---------------------------------------------------------------------------------------
+
+
+def test_two_clients_and_the_cli_at_once_lose_nothing(api: Path, web: Path, box: Store) -> None:
+    rounds = 12
+
+    async def scenario() -> None:
+        async with connect(api) as as_api, connect(web) as as_web:
+
+            async def sends(client: Client, to: str) -> None:
+                for n in range(rounds):
+                    ok(await call(client, "send", to=to, subject=f"{n}"))
+
+            def cli_sends() -> None:
+                for n in range(rounds // 3):
+                    assert run_gitmail("send", "--to", "web", "-s", f"cli {n}", cwd=api).returncode == 0
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(sends, as_api, "web")
+                tasks.start_soon(sends, as_web, "api")
+                tasks.start_soon(anyio.to_thread.run_sync, cli_sends)
+            web_mail = (await call(as_web, "inbox", peek=True)).structured_content
+            api_mail = (await call(as_api, "inbox", peek=True)).structured_content
+            assert web_mail is not None and api_mail is not None
+            assert web_mail["not_shown"] + len(web_mail["directed"]) == rounds + rounds // 3
+            assert {m["from"] for m in web_mail["directed"]} == {"api"}
+            assert len(api_mail["directed"]) == rounds and {m["from"] for m in api_mail["directed"]} == {"web"}
+
+    anyio.run(scenario)
+    assert len(mailbox.pending(box, repo="web").directed) == rounds + rounds // 3
+
+
+def test_a_held_lock_is_a_tool_error_after_a_bounded_wait_and_reads_go_on(api: Path, box: Store) -> None:
+    mailbox.send(box, sender="api", to="web", subject="first")
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with box.locked():
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    try:
+
+        async def scenario() -> None:
+            async with connect(api) as client:
+                result: list[types.CallToolResult] = []
+
+                async def blocked_send() -> None:
+                    result.append(await call(client, "send", to="web", subject="second"))
+
+                start = time.monotonic()
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(blocked_send)
+                    await anyio.sleep(0.5)
+                    assert "first" in ok(await call(client, "log", repo="web"))  # answered while the send waits
+                    assert not result
+                assert "stayed locked by another gitmail process" in refused(result[0])
+                assert 9 < time.monotonic() - start < 20
+
+        anyio.run(scenario)
+    finally:
+        release.set()
+        holder.join()
+    assert [e.message.subject for e in mailbox.pending(box, repo="web").directed] == ["first"]
+
+
+@pytest.mark.parametrize("problem", ["a file", "a foreign repository", "relative"])
+def test_a_broken_mailbox_is_a_tool_error(
+    api: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, problem: str
+) -> None:
+    place = tmp_path / "mail.git"
+    if problem == "a file":
+        place.write_text("not a mailbox")
+    elif problem == "a foreign repository":
+        subprocess.run(["git", "init", "-q", "--bare", str(place)], check=True)
+    monkeypatch.setenv("GITMAIL_DIR", "mail.git" if problem == "relative" else str(place))
+
+    async def scenario() -> None:
+        async with connect(api) as client:
+            for tool, arguments in [("send", {"to": "web", "subject": "x"}), ("inbox", {}), ("log", {})]:
+                refused(await client.call_tool(tool, arguments))
+            assert len((await client.list_tools()).tools) == 6
+
+    anyio.run(scenario)
+
+
+def test_a_missing_mailbox_reads_as_empty_and_stays_missing(api: Path, box: Store) -> None:
+    async def scenario() -> None:
+        async with connect(api) as client:
+            assert ok(await call(client, "inbox")) == f'gitmail: no mail for "api" (the server\'s directory {api}).\n'
+            assert "0 messages" in ok(await call(client, "log"))
+            assert "no message with id" in refused(await call(client, "show", id="abc"))
+
+    anyio.run(scenario)
+    assert not box.path.exists()
+
+
+def _initialize(server: subprocess.Popen[bytes]) -> None:
+    assert server.stdin is not None and server.stdout is not None
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
+    server.stdin.write(json.dumps(hello).encode() + b"\n")
+    server.stdin.flush()
+    assert json.loads(server.stdout.readline())["result"]["serverInfo"]["name"] == "gitmail"
+
+
+@pytest.mark.parametrize("how", ["stdin closed", "client killed"])
+def test_the_server_exits_cleanly_when_the_client_goes(api: Path, tmp_path: Path, how: str) -> None:
+    errors = tmp_path / "server.err"
+    with open(errors, "wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gitmail", "mcp"], cwd=api, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log
+        )
+    try:
+        _initialize(server)
+        assert server.stdin is not None and server.stdout is not None
+        if how == "client killed":  # both pipes gone at once, as when the client process dies
+            call_ = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            server.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode() + b"\n")
+            server.stdin.write(json.dumps(call_).encode() + b"\n")
+            server.stdout.close()
+        server.stdin.close()
+        assert server.wait(timeout=20) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert "Traceback" not in errors.read_text()
+
+
+def test_a_huge_request_line_is_refused_and_the_server_goes_on(api: Path) -> None:
+    async def scenario() -> None:
+        async with connect(api) as client:
+            await client.send_ping()
+            said = refused(await call(client, "send", to="web", subject="big", message="é" * 5_000_000))
+            assert "the limit is 65,536" in said
+            assert len((await client.list_tools()).tools) == 6
+
+    anyio.run(scenario)
