@@ -272,26 +272,46 @@ CodexOption = Annotated[bool, typer.Option("--codex", help="Codex (~/.codex/hook
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Show the change as a diff; write nothing.")]
 
 
+McpOption = Annotated[
+    bool,
+    typer.Option("--mcp", help="The MCP server instead of the hook (Claude Code: ~/.claude.json; Codex: config.toml)."),
+]
+
+
 @app.command()
-def install(claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False) -> None:
+def install(
+    claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False, mcp: McpOption = False
+) -> None:
     """Install the session-start hook that delivers mail into new sessions, for Claude Code and/or Codex
-    (default: whichever is found on this machine). Running it again changes nothing."""
+    (default: whichever is found on this machine); with --mcp, register the MCP server instead.
+    Running it again changes nothing."""
     from gitmail import install as installer
 
     home = Path.home()
     hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or installer.detect_hosts(home)
     if not hosts:
         raise GitmailError("found neither Claude Code (~/.claude) nor Codex (~/.codex); pass --claude or --codex")
+    if mcp:
+        from gitmail import mcpconfig
+
+        return _carry_out(mcpconfig.plan(home=home, hosts=hosts, install=True), dry_run)
     version = installer.codex_version() if "codex" in hosts else None
     _carry_out(installer.plan(home=home, hosts=hosts, install=True, codex_version=version), dry_run)
 
 
 @app.command()
-def uninstall(claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False) -> None:
-    """Remove exactly the hook entries `gitmail install` added (default: from both hosts)."""
+def uninstall(
+    claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False, mcp: McpOption = False
+) -> None:
+    """Remove exactly the hook entries `gitmail install` added (default: from both hosts); with --mcp, the MCP
+    server registration `gitmail install --mcp` added."""
     from gitmail import install as installer
 
     hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or list(installer.HOSTS)
+    if mcp:
+        from gitmail import mcpconfig
+
+        return _carry_out(mcpconfig.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
     _carry_out(installer.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
 
 

@@ -511,3 +511,155 @@ def test_a_huge_request_line_is_refused_and_the_server_goes_on(api: Path) -> Non
             assert len((await client.list_tools()).tools) == 6
 
     anyio.run(scenario)
+
+
+# -- registration: gitmail install --mcp --------------------------------------------------------------------------
+
+CLAUDE_JSON = {
+    "a busy user file": """\
+{
+  "numStartups": 34,
+  "theme": "dark",
+  "projects": {
+    "/home/u/api": {"allowedTools": [], "mcpServers": {}}
+  },
+  "mcpServers": {
+    "memory": {"type": "stdio", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"], "env": {}}
+  },
+  "oauthAccount": {"emailAddress": "u@example.com"}
+}
+""",
+    "no servers yet": '{\n  "numStartups": 1,\n  "userID": "abc"\n}\n',
+    "an empty servers object": '{\n\t"mcpServers": {},\n\t"theme": "light"\n}\n',
+    "one line": '{"numStartups": 2, "mcpServers": {"x": {"command": "y"}}}',
+}
+
+CODEX_TOML = {
+    "comments and tables": """\
+# my Codex settings
+model = "o3"  # the fast one
+
+[features]
+codex_hooks = true
+
+[mcp_servers.docs]
+command = "npx"
+args = ["-y", "docs-mcp"]
+""",
+    "a bare file": 'model = "o3"\n',
+    "servers as a parent table": "[mcp_servers]\n\n[mcp_servers.other]\ncommand = 'x'\n",
+    "dotted keys": 'mcp_servers.other.command = "x"\napproval_policy = "never"\n',
+}
+
+
+def claude_json(home: Path) -> Path:
+    return home / ".claude.json"
+
+
+def codex_toml(home: Path) -> Path:
+    return home / ".codex" / "config.toml"
+
+
+@pytest.mark.parametrize("name", list(CLAUDE_JSON))
+def test_claude_registration_is_idempotent_and_reversible_byte_for_byte(cli: CliRunner, home: Path, name: str) -> None:
+    original = CLAUDE_JSON[name]
+    claude_json(home).write_text(original)
+    assert cli("install", "--mcp", "--claude").code == 0
+    installed = claude_json(home).read_text()
+    data = json.loads(installed)
+    assert data["mcpServers"]["gitmail"] == {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": ["-m", "gitmail", "mcp"],
+    }
+    assert {k: v for k, v in data.items() if k != "mcpServers"} == {
+        k: v for k, v in json.loads(original).items() if k != "mcpServers"
+    }
+    assert cli("install", "--mcp", "--claude").code == 0
+    assert claude_json(home).read_text() == installed  # a second run changes no byte
+    assert (home / ".claude.json.gitmail-backup").read_text() == original
+    assert cli("uninstall", "--mcp", "--claude").code == 0
+    assert claude_json(home).read_text() == original
+
+
+@pytest.mark.parametrize("name", list(CODEX_TOML))
+def test_codex_registration_is_idempotent_and_reversible_byte_for_byte(cli: CliRunner, home: Path, name: str) -> None:
+    original = CODEX_TOML[name]
+    codex_toml(home).parent.mkdir()
+    codex_toml(home).write_text(original)
+    assert cli("install", "--mcp", "--codex").code == 0
+    installed = codex_toml(home).read_text()
+    assert installed.startswith(original)  # everything the user wrote stays as written
+    import tomllib
+
+    assert tomllib.loads(installed)["mcp_servers"]["gitmail"] == {
+        "command": sys.executable,
+        "args": ["-m", "gitmail", "mcp"],
+        "startup_timeout_sec": 30,
+    }
+    assert cli("install", "--mcp", "--codex").code == 0
+    assert codex_toml(home).read_text() == installed
+    assert cli("uninstall", "--mcp", "--codex").code == 0
+    assert codex_toml(home).read_text() == original
+
+
+def test_registration_without_files_creates_them_and_uninstall_removes_them(
+    cli: CliRunner, home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+    assert cli("install", "--mcp", "--claude", "--codex").code == 0
+    claude, codex = tmp_path / "claude-config" / ".claude.json", tmp_path / "codex-home" / "config.toml"
+    assert json.loads(claude.read_text())["mcpServers"]["gitmail"]["args"] == ["-m", "gitmail", "mcp"]
+    assert codex.read_text().startswith("[mcp_servers.gitmail] # added by gitmail\n")
+    assert not (home / ".claude.json").exists() and not (home / ".codex").exists()
+    assert cli("uninstall", "--mcp").code == 0
+    assert not claude.exists() and not codex.exists()
+
+
+def test_a_stale_registration_is_brought_up_to_date_where_it_stands(cli: CliRunner, home: Path) -> None:
+    old = {"type": "stdio", "command": "/old/venv/bin/python", "args": ["-m", "gitmail", "mcp"]}
+    claude_json(home).write_text(json.dumps({"mcpServers": {"gitmail": old, "z": {"command": "z"}}}, indent=2) + "\n")
+    assert cli("install", "--mcp", "--claude").code == 0
+    assert list(json.loads(claude_json(home).read_text())["mcpServers"]) == ["gitmail", "z"]
+    assert json.loads(claude_json(home).read_text())["mcpServers"]["gitmail"]["command"] == sys.executable
+
+
+@pytest.mark.parametrize(
+    ("host", "content", "said"),
+    [
+        ("claude", '{"mcpServers": {"gitmail": {"command": "other-tool"}}}', "does not run `gitmail mcp`"),
+        ("claude", '{"mcpServers": ', "is not valid JSON"),
+        ("claude", '{"mcpServers": []}', "'mcpServers' is not an object"),
+        ("codex", '[mcp_servers.gitmail]\ncommand = "other-tool"\n', "does not run `gitmail mcp`"),
+        ("codex", "model = \n", "is not valid TOML"),
+    ],
+)
+def test_a_file_gitmail_cannot_edit_safely_is_refused_untouched(
+    cli: CliRunner, home: Path, host: str, content: str, said: str
+) -> None:
+    path = claude_json(home) if host == "claude" else codex_toml(home)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(content)
+    result = cli("install", "--mcp", f"--{host}")
+    assert result.code == 1 and said in result.err and result.err.count("\n") == 1
+    assert path.read_text() == content and not path.with_name(path.name + ".gitmail-backup").exists()
+
+
+def test_dry_run_shows_the_registration_and_writes_nothing(cli: CliRunner, home: Path) -> None:
+    claude_json(home).write_text('{\n  "theme": "dark"\n}\n')
+    result = cli("install", "--mcp", "--claude", "--dry-run")
+    assert result.code == 0 and '+  "mcpServers": {' in result.out and '"gitmail": {' in result.out
+    assert claude_json(home).read_text() == '{\n  "theme": "dark"\n}\n'
+
+
+def test_the_registered_command_serves_the_tools(cli: CliRunner, home: Path, api: Path) -> None:
+    assert cli("install", "--mcp", "--claude").code == 0
+    entry = json.loads(claude_json(home).read_text())["mcpServers"]["gitmail"]
+
+    async def scenario() -> None:
+        params = StdioServerParameters(command=entry["command"], args=entry["args"], env=dict(os.environ), cwd=str(api))
+        async with Client(stdio_client(params, errlog=open(os.devnull, "w")), mode="legacy") as client:
+            assert [tool.name for tool in (await client.list_tools()).tools][:2] == ["send", "inbox"]
+
+    anyio.run(scenario)
