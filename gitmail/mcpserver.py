@@ -18,7 +18,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
@@ -36,6 +36,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import INVALID_PARAMS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gitmail import __version__, delivery, mailbox, render, stamps
 from gitmail.errors import GitmailError, UsageError
@@ -46,6 +47,7 @@ from gitmail.store import WRITE_WAIT, Store
 NAME = "gitmail"
 INBOX_URI = "gitmail://inbox"
 ROOTS_WAIT = 5.0  # seconds a client may take to list its roots
+ROOTS_KEY = "roots"  # the name of the roots input request on a 2026 connection
 WORKERS = 4  # tool calls carried out at once; each holds the mailbox lock only for its own write
 MAX_LOG = 200  # entries one log call returns at most
 WATCH_STEP_MS = 20  # watchfiles: how long a burst of changes may go quiet before it is reported
@@ -237,17 +239,30 @@ def _named(top: Path, source: str) -> Who:
     return Who(RepoName(top.name), top, source)
 
 
+class RootsWanted(Exception):
+    """A 2026-era client offers roots but can only be asked for them by answering its request with a request."""
+
+
 class Identity:
-    """Who this connection acts for. Roots are asked once and again only after the client says they changed."""
+    """Who this connection acts for. Roots are asked once, and again only after the client says they changed:
+    on a handshake (2025) connection with a roots/list request, on a 2026 connection by answering the first call
+    that needs them with an input request, which the client answers by sending the call again with its roots."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.roots: list[str] | None = None  # None: not asked yet (or changed since)
 
-    async def resolve(self, ctx: ServerRequestContext[Any, Any], explicit: object = None) -> Who:
+    async def resolve(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        explicit: object = None,
+        responses: Mapping[str, Any] | None = None,
+        *,
+        may_ask: bool = True,
+    ) -> Who:
         if isinstance(explicit, str):
             return Who(RepoName.parse(explicit), None, "the argument")
-        roots = await self._roots(ctx.session)
+        roots = await self._roots(ctx, responses or {}, may_ask)
         who = from_roots(roots) if roots else None
         who = who or from_directory(self.directory)
         if who is None:
@@ -257,24 +272,41 @@ class Identity:
             )
         return who
 
-    async def _roots(self, session: ServerSession) -> list[str]:
+    async def _roots(
+        self, ctx: ServerRequestContext[Any, Any], responses: Mapping[str, Any], may_ask: bool
+    ) -> list[str]:
         if self.roots is not None:
             return self.roots
-        capabilities = session.client_capabilities
+        capabilities = ctx.session.client_capabilities
         if capabilities is None or capabilities.roots is None:
             return []
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            answer = responses.get(ROOTS_KEY)
+            listed = getattr(answer, "roots", None)
+            if listed is None and isinstance(answer, dict):
+                listed = types.ListRootsResult.model_validate(answer).roots
+            if listed is None:
+                if may_ask:
+                    raise RootsWanted()
+                return []
+            self.roots = [str(root.uri) for root in listed]
+            return self.roots
         try:
             with anyio.fail_after(ROOTS_WAIT):
-                listed = await session.list_roots()
+                result = await ctx.session.list_roots()
         except TimeoutError:
             raise GitmailError(f"the client did not list its roots within {ROOTS_WAIT:g} s; name a repo") from None
-        except Exception:  # no back-channel (a 2026 connection), or the client refused: as if none were offered
+        except Exception:  # the client refused, or cannot be asked: as if it offered none
             return []
-        self.roots = [str(root.uri) for root in listed.roots]
+        self.roots = [str(root.uri) for root in result.roots]
         return self.roots
 
     def forget_roots(self) -> None:
         self.roots = None
+
+
+def ask_for_roots() -> types.InputRequiredResult:
+    return types.InputRequiredResult(input_requests={ROOTS_KEY: types.ListRootsRequest(method="roots/list")})
 
 
 # -- the tools, run in a worker thread ----------------------------------------------------------------------------
@@ -317,7 +349,7 @@ def send(store: Store, who: Who, args: Mapping[str, Any]) -> Answer:
 
 def inbox(store: Store, who: Who, args: Mapping[str, Any], *, peek: bool | None = None) -> Answer:
     peek = bool(args.get("peek")) if peek is None else peek
-    reader = delivery.Reader(who.repo, who.here, "mcp", voice=render.Voice(command=delivery.own_command()))
+    reader = delivery.Reader(who.repo, who.here, "mcp", voice=render.Voice(command=_own_command()))
     shown = delivery.deliver(
         store, reader, delivery.Moment.INBOX, deadline=Deadline(WRITE_WAIT), budget=render.BUDGET, peek=peek
     )
@@ -332,6 +364,11 @@ def inbox(store: Store, who: Who, args: Mapping[str, Any], *, peek: bool | None 
     }
     text = shown.text or f"gitmail: no mail for {render.quote(who.repo)} ({who.source}).\n"
     return Answer(text, data)
+
+
+@cache
+def _own_command() -> str:
+    return delivery.own_command()  # the same for the whole life of the server
 
 
 def done(store: Store, who: Who, args: Mapping[str, Any]) -> Answer:
@@ -434,6 +471,8 @@ class Mailroom:
         self.tasks = tasks
         self.workers = anyio.CapacityLimiter(WORKERS)
         self.bus = InMemorySubscriptionBus()
+        self.listener = ListenHandler(self.bus)  # 2026-era subscription streams
+        self.listening = False  # a 2026-era stream asked for gitmail://inbox updates
         self.subscribers: list[ServerSession] = []  # handshake-era subscriptions to gitmail://inbox
         self.watched: RepoName | None = None
         self.watch_scope: anyio.CancelScope | None = None
@@ -456,8 +495,14 @@ class Mailroom:
         try:
             check(name, args)
             store = self.store()
-            who = await self.identity.resolve(ctx, args.get("repo")) if needs_identity(name, args) else None
+            who = None
+            if needs_identity(name, args):
+                who = await self.identity.resolve(ctx, args.get("repo"), params.input_responses)
+            if who is not None and who.here is not None and (self.subscribers or self.listening):
+                await self.watch(who.repo)  # roots learnt since the subscription began
             answer = await anyio.to_thread.run_sync(partial(run, name, store, who, args), limiter=self.workers)
+        except RootsWanted:
+            return ask_for_roots()
         except GitmailError as error:
             return _failed(f"gitmail: error: {error}")
         except Exception as error:  # a bug: one line to the model, the traceback in the log
@@ -483,11 +528,13 @@ class Mailroom:
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         if str(params.uri) != INBOX_URI:
             raise MCPError(INVALID_PARAMS, f"no resource {_short(str(params.uri))}; the one resource is {INBOX_URI}")
         try:
-            who = await self.identity.resolve(ctx)
+            who = await self.identity.resolve(ctx, responses=params.input_responses)
+        except RootsWanted:
+            return ask_for_roots()
         except GitmailError as error:
             raise MCPError(INVALID_PARAMS, f"gitmail: error: {error}") from None
         answer = await anyio.to_thread.run_sync(partial(inbox, self.store(), who, {}, peek=True), limiter=self.workers)
@@ -509,8 +556,12 @@ class Mailroom:
     async def listen(self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams) -> Any:
         """A 2026-era subscription stream: start watching for the repo first, then serve the stream."""
         if INBOX_URI in (params.notifications.resource_subscriptions or ()):
-            await self.watch((await self.identity.resolve(ctx)).repo)
-        return await ListenHandler(self.bus)(ctx, params)
+            self.listening = True
+            try:
+                await self.watch((await self.identity.resolve(ctx, may_ask=False)).repo)
+            except GitmailError:
+                pass  # no repo to watch for; reading the inbox says why
+        return await self.listener(ctx, params)
 
     async def roots_changed(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams | None) -> None:
         self.identity.forget_roots()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
-TIMED_ROWS = {"python -c pass", "send", "inbox", "hook session-start"}
+TIMED_ROWS = {"python -c pass", "send", "inbox", "hook session-start", "mcp send", "mcp inbox"}
 CONCURRENT_ROWS = {"concurrent sends", "concurrent CLI sends"}
 
 
@@ -27,7 +27,7 @@ def test_quick_benchmark_reports_every_row() -> None:
     assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
     sizes = report["settings"]["sizes"]
     assert sizes == [0, 1000]
-    for name in ("inbox", "hook session-start", "send", *CONCURRENT_ROWS):
+    for name in ("inbox", "hook session-start", "send", "mcp send", "mcp inbox", *CONCURRENT_ROWS):
         assert sorted(row["archived"] for row in rows if row["name"] == name) == sizes, name
     assert all(row["ratio"] > 0 for row in rows if row["archived"] is not None)
 

@@ -346,12 +346,20 @@ def test_a_subscriber_hears_of_mail_another_process_sends(api: Path, web: Path, 
     anyio.run(scenario)
 
 
-def test_a_2026_client_listens_for_the_same_updates(api: Path, web: Path) -> None:
+def test_a_2026_client_listens_for_the_same_updates_and_is_asked_for_its_roots(
+    api: Path, web: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
     async def scenario() -> None:
-        async with connect(web, mode="auto") as client:
+        async with connect(outside, roots=[web], mode="auto") as client:
             assert client.protocol_version == "2026-07-28"
             async with client.listen(resource_subscriptions=["gitmail://inbox"]) as events:
-                sent = await anyio.to_thread.run_sync(lambda: run_gitmail("send", "--to", "web", "-s", "hi", cwd=api))
+                # The stream opened before any call: the roots come with the first call that needs them.
+                said = ok(await call(client, "inbox", peek=True))
+                assert said == f'gitmail: no mail for "web" (the client\'s root {web}).\n'
+                sent = await anyio.to_thread.run_sync(partial(run_gitmail, "send", "--to", "web", "-s", "hi", cwd=api))
                 assert sent.returncode == 0, sent.stderr
                 with anyio.fail_after(10):
                     event = await events.__anext__()
