@@ -52,6 +52,8 @@ WORKERS = 4  # tool calls carried out at once; each holds the mailbox lock only 
 MAX_LOG = 200  # entries one log call returns at most
 WATCH_STEP_MS = 20  # watchfiles: how long a burst of changes may go quiet before it is reported
 WATCH_DEBOUNCE_MS = 200  # watchfiles: the longest a change waits to be reported
+WATCH_RECHECK_MS = 5_000  # the stamps are read again this often even without an event: a change made while a
+# watch was being set up (before inotify listened) is noticed by then
 
 INSTRUCTIONS = (
     "gitmail is a private mailbox between AI coding sessions in different repositories on this machine. "
@@ -476,6 +478,7 @@ class Mailroom:
         self.subscribers: list[ServerSession] = []  # handshake-era subscriptions to gitmail://inbox
         self.watched: RepoName | None = None
         self.watch_scope: anyio.CancelScope | None = None
+        self.stop = anyio.Event()
         self._store: Store | None = None
 
     def store(self) -> Store:
@@ -576,25 +579,27 @@ class Mailroom:
     async def watch(self, repo: RepoName) -> None:
         if repo == self.watched:
             return
+        self.stop_watching()
+        self.watched, self.stop = repo, anyio.Event()
+        self.watch_scope = await self.tasks.start(self._watch, repo, self.stop)
+
+    def stop_watching(self) -> None:
+        """The watcher waits in a thread, which cancelling alone cannot reach: the stop event ends its wait."""
+        self.stop.set()
         if self.watch_scope is not None:
             self.watch_scope.cancel()
-        self.watched = repo
-        self.watch_scope = await self.tasks.start(self._watch, repo)
 
-    async def _watch(self, repo: RepoName, *, task_status: anyio.abc.TaskStatus[anyio.CancelScope]) -> None:
+    async def _watch(
+        self, repo: RepoName, stop: anyio.Event, *, task_status: anyio.abc.TaskStatus[anyio.CancelScope]
+    ) -> None:
         with anyio.CancelScope() as scope:
             store = self.store()
             seen = stamps.read(store.path, repo)
             task_status.started(scope)
-            while True:
+            while not stop.is_set():
                 folder = stamps.directory(store.path)
-                watched = folder if folder.is_dir() else _nearest_existing(folder)
-                now = stamps.read(store.path, repo)
-                if now != seen:  # a change while the watch was (re)starting
-                    seen = now
-                    await self.updated()
-                try:
-                    await _next_change(watched)
+                try:  # the stamps' folder, or while there is no mailbox yet, the nearest folder above it
+                    await _next_change(folder if folder.is_dir() else _nearest_existing(folder), stop)
                 except Exception:  # the folder went away or could not be watched: look again shortly
                     await anyio.sleep(1)
                 now = stamps.read(store.path, repo)
@@ -611,13 +616,20 @@ class Mailroom:
         await self.bus.publish(ResourceUpdated(uri=INBOX_URI))
 
 
-async def _next_change(path: Path) -> None:
+async def _next_change(path: Path, stop: anyio.Event) -> None:
     """Return once anything in `path` (one folder, not below it) changes. inotify where there is one; watchfiles
     polls by itself where there is none."""
     from watchfiles import awatch
 
     async for _ in awatch(
-        path, watch_filter=None, recursive=False, step=WATCH_STEP_MS, debounce=WATCH_DEBOUNCE_MS, rust_timeout=0
+        path,
+        watch_filter=None,
+        recursive=False,
+        step=WATCH_STEP_MS,
+        debounce=WATCH_DEBOUNCE_MS,
+        stop_event=stop,
+        rust_timeout=WATCH_RECHECK_MS,
+        yield_on_timeout=True,
     ):
         return
 
@@ -661,7 +673,8 @@ async def serve() -> None:
         app = server(room)
         async with stdio_server() as (read, write):
             await app.run(read, write, app.create_initialization_options())
-        tasks.cancel_scope.cancel()  # the client has gone: stop watching
+        room.stop_watching()  # the client has gone
+        tasks.cancel_scope.cancel()
 
 
 def main() -> int:

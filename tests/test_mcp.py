@@ -496,13 +496,19 @@ def test_the_server_exits_cleanly_when_the_client_goes(api: Path, tmp_path: Path
     try:
         _initialize(server)
         assert server.stdin is not None and server.stdout is not None
+        for message in [
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe", "params": {"uri": "gitmail://inbox"}},
+        ]:
+            server.stdin.write(json.dumps(message).encode() + b"\n")
+        server.stdin.flush()
+        assert json.loads(server.stdout.readline()) == {"jsonrpc": "2.0", "id": 3, "result": {}}  # watching now
         if how == "client killed":  # both pipes gone at once, as when the client process dies
             call_ = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-            server.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode() + b"\n")
             server.stdin.write(json.dumps(call_).encode() + b"\n")
             server.stdout.close()
         server.stdin.close()
-        assert server.wait(timeout=20) == 0
+        assert server.wait(timeout=10) == 0
     finally:
         if server.poll() is None:
             server.kill()
