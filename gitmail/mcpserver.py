@@ -345,7 +345,7 @@ def send(store: Store, who: Who, args: Mapping[str, Any]) -> Answer:
         mailbox.claim(store, repo=who.repo, path=who.here)
     m = entry.message
     where = "every repo" if m.is_broadcast else render.quote(m.to)
-    text = f"gitmail: sent {m.id} to {where} {who.said()}." + note
+    text = f"gitmail: sent {m.id} to {where} {who.said()}.{note}\n"
     return Answer(text, {"repo": who.repo, "id": m.id, "to": None if m.is_broadcast else m.to, "reply_to": m.reply_to})
 
 
@@ -357,10 +357,16 @@ def inbox(store: Store, who: Who, args: Mapping[str, Any], *, peek: bool | None 
     )
     entries = [*shown.shown.directed, *shown.shown.broadcasts]
     pending = len(shown.mail.directed) + len(shown.mail.broadcasts)
+    summarised = shown.shown.summarised
+
+    def as_json(entry: mailbox.Entry) -> dict[str, Any]:  # within the same budget: no body the text left out
+        data = render.as_json(entry)
+        return {**data, "body": None, "summarised": True} if entry.message.id in summarised else data
+
     data = {
         "repo": who.repo,
-        "directed": [render.as_json(e) for e in shown.shown.directed],
-        "broadcasts": [render.as_json(e) for e in shown.shown.broadcasts],
+        "directed": [as_json(e) for e in shown.shown.directed],
+        "broadcasts": [as_json(e) for e in shown.shown.broadcasts],
         "not_shown": pending - len(entries),
         "unreadable": list(shown.mail.unreadable),
     }

@@ -160,6 +160,19 @@ def test_roots_name_one_repository_or_the_call_must(repos: RepoFactory, tmp_path
     )
 
 
+def test_the_inbox_answer_keeps_within_the_hooks_budget(box: Store, web: Path) -> None:
+    for n in range(4):
+        mailbox.send(box, sender="api", to="web", subject=f"log dump {n}", body="x" * 60_000)
+    mailbox.send(box, sender="api", to="web", subject="short", body="hello")
+    who = mcpserver.Who(RepoName("web"), web, "test")
+    answer = mcpserver.inbox(box, who, {"peek": True})
+    assert len(answer.text.encode()) <= 9_500
+    assert len(json.dumps(answer.data).encode()) <= 9_500  # the structured copy carries no body the text left out
+    summarised = [m for m in answer.data["directed"] if m.get("summarised")]
+    assert summarised and all(m["body"] is None for m in summarised)
+    assert "too long to show here" in answer.text and "> hello" in answer.text
+
+
 def test_print_config_names_this_interpreter(cli: CliRunner) -> None:
     result = cli("mcp", "--print-config")
     assert result.code == 0
@@ -204,7 +217,7 @@ def test_every_tool_end_to_end(api: Path, web: Path, tmp_path: Path, box: Store)
             first = sent.structured_content["id"]
             assert said == (
                 f'gitmail: sent {first} to "web" as "api" (the server\'s directory {api}). Note: no repo named "web" '
-                "has used this mailbox yet; it gets the message when a session starts in a repository of that name."
+                "has used this mailbox yet; it gets the message when a session starts in a repository of that name.\n"
             )
             cast = ok(await call(as_api, "send", broadcast=True, subject="Freeze until Monday"))
             assert 'to every repo as "api"' in cast
