@@ -233,19 +233,21 @@ def log(
     count: Annotated[int, typer.Option("-n", "--max-count", min=1, help="Show at most this many.")] = 20,
     grep: Annotated[str | None, typer.Option("--grep", help="Only messages containing TEXT (any case).")] = None,
     thread: Annotated[str | None, typer.Option("--thread", help="The whole conversation this id belongs to.")] = None,
+    sent: Annotated[bool, typer.Option("--sent", help="Only what this repo sent.")] = False,
     json_output: JsonOption = False,
 ) -> None:
-    """Mail history, newest first, with each message's state: pending, archived, broadcast or retracted.
+    """Mail history, newest first, with where each message stands: pending (not yet shown to a session of its
+    recipient), delivered (shown, and when), done, replied (and the reply's id), or retracted.
     By default the repo's mail: sent to it, sent by it, and broadcasts."""
-    if everyone and repo is not None:
-        raise UsageError("give --repo or --everyone, not both")
+    if everyone and (repo is not None or sent):
+        raise UsageError("--everyone takes no --repo or --sent")
     name: RepoName | None = None
     if not everyone and thread is None:
         who = _reader(repo)
         if who is None:
             return
         name = who[0]
-    entries = mailbox.log(Store(), repo=name, limit=count, grep=grep, thread=thread)
+    entries = mailbox.log(Store(), repo=name, limit=count, grep=grep, thread=thread, sent=sent)
     if json_output:
         print(render.dumps([render.as_json(e) for e in entries]))
     else:
@@ -268,7 +270,10 @@ def show(
 
 
 ClaudeOption = Annotated[bool, typer.Option("--claude", help="Claude Code (~/.claude/settings.json).")]
-CodexOption = Annotated[bool, typer.Option("--codex", help="Codex (~/.codex/hooks.json).")]
+CodexOption = Annotated[bool, typer.Option("--codex", help="Codex ($CODEX_HOME or ~/.codex, hooks.json).")]
+NoTrustOption = Annotated[
+    bool, typer.Option("--no-trust", help="Leave trusting gitmail's Codex hook to you (Codex's /hooks review).")
+]
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Show the change as a diff; write nothing.")]
 
 
@@ -280,7 +285,11 @@ McpOption = Annotated[
 
 @app.command()
 def install(
-    claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False, mcp: McpOption = False
+    claude: ClaudeOption = False,
+    codex: CodexOption = False,
+    dry_run: DryRunOption = False,
+    no_trust: NoTrustOption = False,
+    mcp: McpOption = False,
 ) -> None:
     """Install the session-start hook that delivers mail into new sessions, for Claude Code and/or Codex
     (default: whichever is found on this machine); with --mcp, register the MCP server instead.
@@ -296,7 +305,8 @@ def install(
 
         return _carry_out(mcpconfig.plan(home=home, hosts=hosts, install=True), dry_run)
     version = installer.codex_version() if "codex" in hosts else None
-    _carry_out(installer.plan(home=home, hosts=hosts, install=True, codex_version=version), dry_run)
+    plan = installer.plan(home=home, hosts=hosts, install=True, codex_version=version, trust=not no_trust)
+    _carry_out(plan, dry_run)
 
 
 @app.command()
@@ -321,8 +331,10 @@ def _carry_out(plan: install_module.Plan, dry_run: bool) -> None:
     if dry_run:
         for change in plan.changes:
             print(change.diff() or f"{change.path}: unchanged", end="" if change.changed else "\n")
+        if plan.trust:
+            _say(f"note: {installer.TRUST_PREVIEW}")
     else:
-        for line in installer.apply(plan.changes):
+        for line in installer.apply(plan.changes, plan.trust):
             _say(line)
     if not plan.changes:
         _say("nothing to change")

@@ -71,6 +71,7 @@ def run(
             ["git", "--git-dir", str(git_dir), *SAFE_CONFIG, *args],
             input=stdin,
             capture_output=True,
+            cwd=git_dir,  # the caller's directory may be gone; git must not care
             env=environment(env),
             pass_fds=pass_fds,
         )

@@ -23,6 +23,7 @@ MOMENTS = {  # our name -> the host event it answers by default
     "prompt": "UserPromptSubmit",
     "stop": "Stop",
     "wake": "FileChanged",
+    "session-end": "SessionEnd",
 }
 WAKE_EXIT = 2  # Claude Code starts a new turn when an asyncRewake hook exits 2; its stderr reaches the model
 MAX_PAYLOAD = 1 << 24  # a host payload larger than this is not read whole (a tool's output can be large)
@@ -76,8 +77,15 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     from gitmail.store import Store
 
     deadline = Deadline(LOCK_WAIT)
-    moment = delivery.Moment(moment_name)
     payload = _payload(raw)
+    if moment_name == "session-end":
+        session = payload.get("session_id")
+        if isinstance(session, str) and not payload.get("agent_id"):
+            from gitmail import sessions
+
+            sessions.forget(Store().path, host, session)
+        return Answer()
+    moment = delivery.Moment(moment_name)
     event = str(payload.get("hook_event_name") or MOMENTS[moment_name])
     if payload.get("agent_id"):  # a subagent's event: the main session's mail is not for it
         return Answer()
@@ -99,6 +107,8 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     channel = delivery.Channel.CONTEXT
     if moment is delivery.Moment.WAKE or (moment is delivery.Moment.STOP and host == "codex"):
         channel = delivery.Channel.NOTICE  # these hosts carry it as a user turn: gitmail's own words only
+    if moment is delivery.Moment.WAKE and not wake_enabled(store):
+        return Answer()
     result = delivery.deliver(
         store,
         reader,
@@ -107,7 +117,7 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
         deadline=deadline,
         continuing=payload.get("stop_hook_active") is True,
     )
-    watched = [str(p) for p in stamps.ensure(store.path, repo)] if watch and host == "claude" else []
+    watched = [str(p) for p in stamps.ensure(store.path, repo)] if watch and wake_enabled(store) else []
     return answer(host, moment, event, result.text, watched)
 
 
@@ -124,6 +134,21 @@ def answer(host: str, moment: Any, event: str, text: str | None, watched: list[s
     if watched and name == "session-start":
         specific["watchPaths"] = watched
     return Answer({"hookSpecificOutput": specific}) if len(specific) > 1 else Answer()
+
+
+def wake_enabled(store: Any) -> bool:
+    """The kill switch for waking idle sessions: GITMAIL_WAKE=0 in the environment, or `gitmail.wake = false`
+    in the mailbox's config."""
+    if os.environ.get("GITMAIL_WAKE", "").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    try:
+        with open(store.path / "config", encoding="utf-8", errors="replace") as handle:
+            settings = handle.read().lower()
+    except OSError:
+        return True
+    import re
+
+    return not re.search(r"^\[gitmail\][^\[]*^\s*wake\s*=\s*(false|no|off|0)\s*$", settings, re.MULTILINE)
 
 
 def _cwd(payload: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from gitmail import receipts, stamps
+from gitmail import history, receipts, stamps
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
 from gitmail.identity import RepoName
 from gitmail.layout import (
@@ -61,6 +61,7 @@ class Entry(NamedTuple):
     state: State
     oid: str  # the message's commit
     recipient: RepoName | None  # whose inbox or archive holds it; None for broadcasts
+    records: Sequence[receipts.Record] = ()  # its receipts, where the reader asked for them (log, show)
 
 
 class Pending(NamedTuple):
@@ -333,14 +334,39 @@ def claim(store: Store, *, repo: RepoName, path: str | os.PathLike[str], timeout
 
 
 def show(store: Store, message_id: str) -> Entry:
-    """One message, by id or any unique prefix of it."""
+    """One message, by id or any unique prefix of it, with its receipts."""
     place = resolve(store, message_id)
     entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]))
     if unreadable:
         raise GitmailError(
             f"message {place.id} is stored but cannot be read (its commit or document is damaged); run `gitmail doctor`"
         )
-    return entries[0]
+    return with_receipts(store, entries)[0]
+
+
+class Status(NamedTuple):
+    """Where a message stands as its sender sees it."""
+
+    name: str  # pending (not yet shown), delivered (shown), done, replied, retracted
+    at: datetime | None = None  # when it was first shown, or handled (None where unknown)
+    reply: str | None = None  # replied: the reply's id
+    reached: Sequence[receipts.Record] = ()  # the first showing to each repo, oldest first
+
+
+def status(entry: Entry) -> Status:
+    """From the message's ref and its receipts (`log` and `show` read them)."""
+    if entry.state is State.RETRACTED:
+        return Status("retracted", reached=receipts.delivered(entry.records))
+    if entry.recipient is None:  # an active broadcast: delivered once any repo was shown it
+        reached = receipts.delivered(entry.records)
+        return Status("delivered", reached[0].at, reached=reached) if reached else Status("pending")
+    reached = receipts.delivered(entry.records, str(entry.recipient))
+    if entry.state is State.ARCHIVED:
+        handled = receipts.handled(entry.records, str(entry.recipient))
+        if handled is not None and handled.event == receipts.REPLIED:
+            return Status("replied", handled.at, handled.reply, reached)
+        return Status("done", handled.at if handled is not None else None, reached=reached)
+    return Status("delivered", reached[0].at, reached=reached) if reached else Status("pending")
 
 
 def resolve(store: Store, message_id: str) -> Located:
@@ -468,27 +494,68 @@ def log(
     limit: int | None = 20,
     grep: str | None = None,
     thread: str | None = None,
+    sent: bool = False,
 ) -> list[Entry]:
-    """History, newest first: a repo's mail (to it, from it, and broadcasts), or everyone's when `repo` is None.
-    With `thread`, the whole conversation that message belongs to, oldest first."""
+    """History, newest first, each message with its receipts: a repo's mail (to it, from it, and broadcasts), or
+    only what it sent (`sent`), or everyone's when `repo` is None. With `thread`, the whole conversation that
+    message belongs to, oldest first."""
     if not store.exists():
         return []
     if thread is not None:
-        return _oldest_first(_thread(store, resolve(store, thread)))
+        return with_receipts(store, _oldest_first(_thread(store, resolve(store, thread))))
+    me = RepoName.parse(repo) if repo is not None else None
+    if grep is None and limit is not None:
+        recent = _recent(store, me, limit, sent)
+        if recent is not None:
+            return with_receipts(store, recent)
     common = ["--no-walk=sorted"] + (["--regexp-ignore-case", "--fixed-strings", f"--grep={grep}"] if grep else [])
     common += [f"--max-count={limit}"] if limit is not None else []
-    if repo is None:
-        rows = store.log_refs(*common, f"--glob={ROOT}")
+    by_me = ["--fixed-strings", f"--glob={ROOT}", f"--author=<{email(me)}>"] if me is not None else []
+    if me is None:
+        entries = _from_rows(store, store.log_refs(*common, f"--glob={ROOT}"))
+    elif sent:
+        entries = [e for e in _from_rows(store, store.log_refs(*common, *by_me)) if e.message.sender == me]
     else:
-        me = RepoName.parse(repo)
         received = _from_rows(store, store.log_refs(*common, f"--glob={ROOT}{me.ref}", f"--glob={BROADCASTS}"))
-        sent = _from_rows(
-            store, store.log_refs(*common, "--fixed-strings", f"--glob={ROOT}", f"--author=<{email(me)}>")
-        )
-        mine = {e.message.id: e for e in received + [e for e in sent if e.message.sender == me]}
-        return _newest_first(list(mine.values()))[:limit]
-    entries = _newest_first(_from_rows(store, rows))
-    return entries[:limit] if limit is not None else entries
+        mine = [e for e in _from_rows(store, store.log_refs(*common, *by_me)) if e.message.sender == me]
+        entries = list({e.message.id: e for e in received + mine}.values())
+    return with_receipts(store, _newest_first(entries)[:limit])
+
+
+def _recent(store: Store, me: RepoName | None, limit: int, sent: bool) -> list[Entry] | None:
+    """The newest messages through the history index: a few small reads, whatever the archive holds. None when
+    there is no index to read."""
+    names = [history.EVERYONE] if me is None else [me.ref] if sent else [me.ref, history.BROADCAST]
+    wanted = limit + 8
+    while True:
+        lines = store.recent(names, wanted)
+        if lines is None:
+            return None
+        mine = [line for line in lines if line.sender == me.ref] if sent and me is not None else lines
+        refs = [ref for line in mine for ref in _homes(line)]
+        targets = store.targets(refs)
+        places = latest([p for ref, oid in targets.items() if (p := locate(ref, oid))])
+        entries = _newest_first(_entries(places, _documents(store, places))[0])
+        if sent and me is not None:
+            entries = [e for e in entries if e.message.sender == me]
+        if len(entries) >= limit or len(lines) < wanted:
+            return entries[:limit]
+        wanted *= 4
+
+
+def _homes(line: history.Line) -> list[str]:
+    """The refs a message of this history line can be under."""
+    if line.recipient == history.BROADCAST:
+        return [state_prefix(State.BROADCAST) + line.id, state_prefix(State.RETRACTED) + line.id]
+    return [f"{ROOT}{line.recipient}/inbox/{line.id}", f"{ROOT}{line.recipient}/archive/{line.id}"]
+
+
+def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
+    """The entries, each with its receipt records (one read for all)."""
+    notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)])
+    return [
+        e._replace(records=tuple(receipts.parse(note_lines(notes[3 * i : 3 * i + 3])))) for i, e in enumerate(entries)
+    ]
 
 
 def _thread(store: Store, place: Located) -> list[Entry]:

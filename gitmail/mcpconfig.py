@@ -24,7 +24,7 @@ import tomlkit
 
 from gitmail import jsonedit
 from gitmail.errors import GitmailError
-from gitmail.install import BACKUP, Change, Plan, _load_json, _read
+from gitmail.install import BACKUP, Change, Plan, _load_json, _read, codex_home
 
 NAME = "gitmail"
 TOML_MARK = "# added by gitmail"
@@ -47,8 +47,8 @@ def claude_config(home: Path, environ: os._Environ[str] | dict[str, str] = os.en
     return Path(environ.get("CLAUDE_CONFIG_DIR") or home) / ".claude.json"
 
 
-def codex_config(home: Path, environ: os._Environ[str] | dict[str, str] = os.environ) -> Path:
-    return Path(environ.get("CODEX_HOME") or home / ".codex") / "config.toml"
+def codex_config(home: Path) -> Path:
+    return codex_home(home) / "config.toml"
 
 
 def is_ours(entry: object) -> bool:

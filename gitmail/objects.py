@@ -178,6 +178,11 @@ class Objects:
                 return found.data.decode(errors="replace")
         return ""
 
+    def author(self, oid: str) -> tuple[str, int]:
+        """A commit's author email and time."""
+        commit = self.repo[oid]
+        return commit.author.email, commit.author.time
+
     def target(self, ref: str) -> str | None:
         found = self.repo.references.get(ref)
         return str(found.target) if found is not None else None

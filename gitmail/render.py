@@ -213,7 +213,7 @@ def card(
     if m.reply_to:
         parts.append(f"in reply to {m.reply_to}")
     if state:
-        parts.append(entry.state.value)
+        parts.append(standing(entry))
     lines = ["--- message " + " · ".join(parts)]
     if _USER_CLAIM.search(m.subject) or _USER_CLAIM.search(m.body):
         lines.append(_CLAIM)
@@ -251,16 +251,38 @@ def when(date: datetime) -> str:
 
 
 def log_line(entry: Entry) -> str:
+    """One message in `gitmail log`: id, date, where it stands for its sender, who to whom, subject."""
     m = entry.message
     to = "everyone" if m.is_broadcast else m.to
-    return f"{m.id}  {when(m.date)}  {entry.state.value:<9}  {visible(m.sender)} -> {visible(to)}  {visible(m.subject)}"
+    return f"{m.id}  {when(m.date)}  {standing(entry):<21}  {visible(m.sender)} -> {visible(to)}  {visible(m.subject)}"
+
+
+def standing(entry: Entry) -> str:
+    """pending · delivered 11-29 09:31 · delivered to 3 · done 11-29 10:02 · replied 5tgh0a1b2c · retracted"""
+    from gitmail.mailbox import status
+
+    now = status(entry)
+    if now.name == "replied":
+        return f"replied {now.reply}"
+    if now.name == "delivered" and entry.message.is_broadcast:
+        return f"delivered to {len(now.reached)}"
+    return f"{now.name} {now.at.strftime('%m-%d %H:%M')}" if now.at else now.name
 
 
 def as_json(entry: Entry) -> dict[str, Any]:
+    from gitmail.mailbox import status
+
     m = entry.message
+    now = status(entry)
     return {
         "id": m.id,
         "state": entry.state.value,
+        "status": now.name,
+        "status_at": now.at.isoformat() if now.at else None,
+        "reply": now.reply,
+        "delivered": [
+            {"repo": r.repo, "at": r.at.isoformat(), "host": r.host, "moment": r.moment} for r in now.reached
+        ],
         "from": str(m.sender),
         "to": m.to,
         "broadcast": m.is_broadcast,

@@ -109,6 +109,18 @@ def record(mailbox: Path, host: str, session_id: str, deadline: Deadline) -> Ite
         os.close(fd)
 
 
+def forget(mailbox: Path, host: str, session_id: str) -> None:
+    """The session ended: its record goes."""
+    name = key(host, session_id)
+    if name is None:
+        return
+    for suffix in (".json", ".stamps"):
+        try:
+            (mailbox / OWN_DIR / DIRECTORY / f"{name}{suffix}").unlink()
+        except OSError:
+            pass
+
+
 def stamps_file(mailbox: Path, host: str, session_id: str) -> Path | None:
     name = key(host, session_id)
     return mailbox / OWN_DIR / DIRECTORY / f"{name}.stamps" if name else None

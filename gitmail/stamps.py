@@ -41,8 +41,10 @@ def bump(mailbox: Path, names: Iterable[RepoName | None], value: str) -> None:
 
 
 def read(mailbox: Path, repo: RepoName) -> str:
-    """The stamps a session compares: the repo's and the broadcasts', as one line (empty parts where none)."""
-    return f"{_read(path(mailbox, repo))} {_read(path(mailbox, None))}"
+    """What a session compares: the repo (as written in file names), its stamp and the broadcasts' stamp, as
+    one line `ref:stamp:stamp` (empty where there is no stamp yet). Naming the repo keeps a session that changed
+    directory from comparing another repository's stamps with its own."""
+    return f"{repo.ref}:{_read(path(mailbox, repo))}:{_read(path(mailbox, None))}"
 
 
 def ensure(mailbox: Path, repo: RepoName) -> list[Path]:

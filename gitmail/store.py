@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmail import gitcmd, lock
+from gitmail import gitcmd, history, lock
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
 from gitmail.identity import RepoName
 from gitmail.layout import OWN_DIR, SEEN_NOTES, Change, Located, damaged_ref, email, locate
@@ -170,6 +170,14 @@ class Store:
         out = self.git("cat-file", "--batch", stdin="".join(s + "\n" for s in specs).encode())
         return gitcmd.parse_batch(out, len(specs))
 
+    def targets(self, refs: Sequence[str]) -> dict[str, str]:
+        """What each of these refs points at, for those that exist and point at an object the mailbox has."""
+        if not refs:
+            return {}
+        out = self.git("cat-file", "--batch-check=%(objectname)", stdin="".join(r + "\n" for r in refs).encode())
+        lines = out.decode(errors="replace").splitlines()
+        return {ref: line for ref, line in zip(refs, lines, strict=True) if not line.endswith(" missing")}
+
     def missing(self, oids: Sequence[str]) -> set[str]:
         """Which of these objects the mailbox does not have."""
         if not oids:
@@ -240,6 +248,33 @@ class Store:
             yield writer
             writer.maintain()
 
+    def recent(self, names: Sequence[str], wanted: int) -> list[history.Line] | None:
+        """The newest lines of these history files; None when the index cannot be had (a mailbox this process
+        may not write, whose index was never built)."""
+        if not self.exists():
+            return []
+        if not history.complete(self.path):
+            if not self.writable():
+                return None
+            with self.locked():
+                if not history.complete(self.path):
+                    history.rebuild(self.path, self._every_message())
+        return history.newest(self.path, names, wanted)
+
+    def _every_message(self) -> list[history.Line]:
+        out = self.git(
+            "for-each-ref", "--format=%(objectname) %(refname) %(authordate:unix) %(authoremail)", "refs/gitmail/"
+        )
+        lines = []
+        for row in out.decode(errors="replace").splitlines():
+            oid, ref, when, email = (row.split(" ", 3) + ["", "", ""])[:4]
+            place = locate(ref, oid)
+            if place is None or not when.isdigit():
+                continue
+            recipient = place.recipient.ref if place.recipient is not None else history.BROADCAST
+            lines.append(history.Line(int(when), place.id, recipient, email.strip("<>").rsplit("@", 1)[0]))
+        return lines
+
     def write_claims(self, claims: dict[str, str]) -> None:
         lock.write_atomically(self.own_dir / "claims.json", json.dumps(claims, indent=1, sort_keys=True).encode())
 
@@ -269,6 +304,7 @@ class Store:
         finish = "gitmail: finish a change its writer did not"
         _update_refs(self, changes, finish, RepoName("gitmail"), fd, Deadline(lock.GIT_LOCK_WAIT), verify=False)
         journal.clear()
+        history.forget(self.path)  # what the dead writer brought in is found when the index is rebuilt
 
 
 class Writer:
@@ -293,11 +329,30 @@ class Writer:
         dies, and the next writer knows which ref locks it may have left."""
         journal = lock.Journal(self.store.own_dir)
         journal.record(changes, durable=len(changes) > 1)
+        arrivals = self._arrivals(changes)
         try:
             _update_refs(self.store, changes, reason, self.actor, self.lock_fd, self.deadline, verify=True)
         finally:
             journal.clear()  # done, or refused whole before anything moved
         self._wrote = True
+        if arrivals and history.complete(self.store.path):
+            try:
+                history.append(self.store.path, arrivals)
+            except OSError:
+                history.forget(self.store.path)  # rebuilt from the refs when next needed
+
+    def _arrivals(self, changes: Sequence[Change]) -> list[history.Line]:
+        """History lines for the messages these changes bring into the mailbox (a move within it is no arrival)."""
+        moved = {p.id for c in changes if c.new is None and c.old and (p := locate(c.ref, c.old))}
+        lines = []
+        for change in changes:
+            place = locate(change.ref, change.new) if change.old is None and change.new else None
+            if place is None or place.id in moved:
+                continue
+            email, time = self.objects.author(place.oid)
+            recipient = place.recipient.ref if place.recipient is not None else history.BROADCAST
+            lines.append(history.Line(time, place.id, recipient, email.rsplit("@", 1)[0]))
+        return lines
 
     def add_seen(self, oids: Sequence[str], repo: RepoName, when: datetime) -> list[str]:
         """Record `repo` in the seen-sets of these broadcasts; return those it was not in yet. A seen-set is the

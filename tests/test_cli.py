@@ -123,15 +123,15 @@ def test_reply_retract_log_and_show(cli: CliRunner, api: Path, web: Path) -> Non
     assert (retracted.code, retracted.out, retracted.err) == (0, "", f"gitmail: retracted {cast}\n")
     assert cli("send", "--retract", cast, cwd=api).err == f"gitmail: {cast} was already retracted\n"
     log = cli("log", cwd=web).out.splitlines()
-    assert [(line.split()[0], line.split()[4]) for line in log] == [
-        (cast, "retracted"),
-        (answer, "pending"),
-        (question, "archived"),
+    assert [line.split()[0:6:4] + line.split()[5:6] for line in log] == [
+        [cast, "retracted", "api"],
+        [answer, "pending", "web"],
+        [question, "replied", answer],
     ]
     assert len(json.loads(cli("log", "--everyone", "--json", "-n", "2").out)) == 2
     card = cli("show", question[:5]).out
     assert card.startswith(f'--- message id {question} · directed to "web" · from "api" (PEER)')
-    assert "· archived\n" in card
+    assert f"· replied {answer}\n" in card
 
 
 @pytest.mark.parametrize(
@@ -152,7 +152,7 @@ def test_reply_retract_log_and_show(cli: CliRunner, api: Path, web: Path) -> Non
         (["done", "ab!"], 2, "'ab!' is not a message id"),
         (["done"], 2, "name the messages to mark done, or pass --all"),
         (["show", "0000000000"], 1, "no message with id 0000000000"),
-        (["log", "--repo", "web", "--everyone"], 2, "give --repo or --everyone, not both"),
+        (["log", "--repo", "web", "--everyone"], 2, "--everyone takes no --repo or --sent"),
         (["log", "-n", "0"], 2, "-n"),
         (["frobnicate"], 2, "No such command 'frobnicate'"),
     ],

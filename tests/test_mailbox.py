@@ -373,3 +373,28 @@ def test_the_readme_git_recipes_answer_what_they_claim(box: Store) -> None:
     reflog = git(box, "reflog", "show", "--format=%gn: %gs", f"refs/gitmail/web/archive/{handled.message.id}")
     assert reflog.strip() == f"web: gitmail: web marked done {handled.message.id}"
     assert cast.oid in git(box, "notes", "--ref=gitmail-seen", "list")
+
+
+def test_done_all_never_archives_mail_no_session_was_shown(box: Store) -> None:
+    seen = mailbox.send(box, sender="api", to="web", subject="seen")
+    mailbox.inbox(box, repo="web")
+    unseen = mailbox.send(box, sender="db", to="web", subject="arrived after the last read")
+    result = mailbox.done(box, repo="web", everything=True)
+    assert ids(result.archived) == [seen.message.id]
+    assert [(e.message.sender, e.message.subject) for e in result.archived] == [("api", "seen")]
+    assert result.unshown == [unseen.message.id]
+    assert ids(mailbox.pending(box, repo="web").directed) == [unseen.message.id]
+
+
+def test_reopen_undoes_done_and_leaves_a_reflog_entry(box: Store) -> None:
+    entry = mailbox.send(box, sender="api", to="web", subject="oops")
+    mailbox.done(box, repo="web", ids=[entry.message.id])
+    reopened = mailbox.reopen(box, repo="web", message_id=entry.message.id[:4])
+    assert reopened.state is State.PENDING
+    assert ids(mailbox.pending(box, repo="web").directed) == [entry.message.id]
+    log = git(box, "reflog", "show", "--format=%gs", f"refs/gitmail/web/inbox/{entry.message.id}")
+    assert log.splitlines()[0] == f"gitmail: web reopened {entry.message.id}"
+    with pytest.raises(GitmailError, match="already pending"):
+        mailbox.reopen(box, repo="web", message_id=entry.message.id)
+    with pytest.raises(GitmailError, match="not to 'db'"):
+        mailbox.reopen(box, repo="db", message_id=entry.message.id)

@@ -164,10 +164,16 @@ def test_no_budget_shows_everything() -> None:
 
 def test_log_lines_and_json() -> None:
     e = entry("7kq2m9x4ab", "Schema \x1b[31m", "body")
-    assert render.log_line(e) == "7kq2m9x4ab  2026-11-29 09:30 +0000  pending    api -> web  Schema \\x1b[31m"
+    assert (
+        render.log_line(e) == "7kq2m9x4ab  2026-11-29 09:30 +0000  pending                api -> web  Schema \\x1b[31m"
+    )
     assert render.as_json(e) == {
         "id": "7kq2m9x4ab",
         "state": "pending",
+        "status": "pending",
+        "status_at": None,
+        "reply": None,
+        "delivered": [],
         "from": "api",
         "to": "web",
         "broadcast": False,

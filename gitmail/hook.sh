@@ -1,0 +1,79 @@
+#!/bin/sh
+# gitmail's hook for the moments inside a running session: a tool call, a prompt, a turn's end, a wake.
+# Usage: hook.sh MOMENT HOST PYTHON
+#
+# These fire all the time, and almost always nothing has arrived. So this decides with shell built-ins alone
+# whether anything may have arrived for this session's repository since the session last looked, and starts
+# Python (`PYTHON -m gitmail hook MOMENT --host HOST`, which decides for real) only then: when the repository's
+# change stamp or the broadcasts' stamp differs from what the session saw, or when this cannot tell.
+# It never fails the session.
+
+moment=$1 host=$2 python=$3
+[ -n "$python" ] || exit 0
+
+run() { exec "$python" -m gitmail hook "$moment" --host "$host"; }
+
+mailbox=${GITMAIL_DIR:-${HOME:-}/.gitmail/mail.git}
+case $mailbox in /*) ;; *) run ;; esac
+[ -d "$mailbox/gitmail" ] || exit 0 # no mailbox yet: no mail
+
+# The session: Claude Code names it in the environment; Codex only in the payload, whose first key it is.
+session=${CLAUDE_CODE_SESSION_ID:-}
+head=
+if [ -z "$session" ]; then
+    head=$(dd bs=512 count=1 2>/dev/null)
+    case $head in
+    *'"session_id":"'*)
+        session=${head#*\"session_id\":\"}
+        session=${session%%\"*}
+        ;;
+    esac
+fi
+case $session in '' | *[!A-Za-z0-9_-]*) session= ;; esac
+
+# The repository: the nearest directory up from here with a .git (Python checks it properly when it runs).
+dir=${PWD:-}
+case $dir in /*) ;; *) dir= ;; esac
+while [ -n "$dir" ] && [ ! -e "$dir/.git" ]; do
+    case $dir in /) dir= ;; */*) dir=${dir%/*} && dir=${dir:-/} ;; *) dir= ;; esac
+done
+
+# Its name as gitmail writes it in file names: lower-case letters, digits, '-' and '_' as they are; capitals
+# and '.' as %XX; anything else is left to Python.
+ref=
+if [ -n "$dir" ] && [ -n "$session" ]; then
+    rest=${dir##*/}
+    while [ -n "$rest" ]; do
+        c=${rest%"${rest#?}"}
+        rest=${rest#?}
+        case $c in
+        [a-z0-9_-]) ref=$ref$c ;;
+        .) ref=$ref%2E ;;
+        A) ref=$ref%41 ;; B) ref=$ref%42 ;; C) ref=$ref%43 ;; D) ref=$ref%44 ;; E) ref=$ref%45 ;;
+        F) ref=$ref%46 ;; G) ref=$ref%47 ;; H) ref=$ref%48 ;; I) ref=$ref%49 ;; J) ref=$ref%4A ;;
+        K) ref=$ref%4B ;; L) ref=$ref%4C ;; M) ref=$ref%4D ;; N) ref=$ref%4E ;; O) ref=$ref%4F ;;
+        P) ref=$ref%50 ;; Q) ref=$ref%51 ;; R) ref=$ref%52 ;; S) ref=$ref%53 ;; T) ref=$ref%54 ;;
+        U) ref=$ref%55 ;; V) ref=$ref%56 ;; W) ref=$ref%57 ;; X) ref=$ref%58 ;; Y) ref=$ref%59 ;;
+        Z) ref=$ref%5A ;;
+        *) ref= && break ;;
+        esac
+    done
+fi
+
+if [ -n "$ref" ]; then
+    mine= everyone= seen=
+    read -r mine 2>/dev/null <"$mailbox/gitmail/stamps/$ref"
+    read -r everyone 2>/dev/null <"$mailbox/gitmail/stamps/_broadcast"
+    read -r seen 2>/dev/null <"$mailbox/gitmail/sessions/$host-$session.stamps"
+    [ "$ref:$mine:$everyone" = "$seen" ] && exit 0 # nothing new since this session last looked
+fi
+
+# Something may be new: Python decides, with the whole payload (the part read above, then the rest).
+if [ -z "$head" ]; then
+    run
+fi
+{
+    printf '%s' "$head"
+    exec cat
+} | "$python" -m gitmail hook "$moment" --host "$host"
+exit $?

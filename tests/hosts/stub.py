@@ -1,0 +1,360 @@
+"""A local stand-in for the model services the hosts talk to: just enough of the Anthropic Messages API (streaming
+and not) and the OpenAI Responses API (streaming) for Claude Code and Codex to run real turns against it.
+
+It records every request, answers as each test scripts it ("answer this text", "call the shell tool with this
+command, then answer"), and doubles as the hosts' HTTP(S) proxy so that any attempt to reach another machine is
+refused and recorded, never made.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request a host sent to the stub."""
+
+    api: str  # "anthropic" or "openai"
+    path: str
+    body: dict[str, Any]
+
+    @property
+    def shell_tool(self) -> dict[str, Any] | None:
+        """The shell tool the host offers in this request, as the host declared it (None in side requests)."""
+        for tool in self.body.get("tools") or []:
+            name = tool.get("name") or tool.get("function", {}).get("name")
+            if name in SHELL_TOOLS:
+                return dict(tool)
+        return None
+
+    @property
+    def after_tool_call(self) -> bool:
+        """Whether this request carries the result of a tool call: the model's turn goes on after it."""
+        if self.api == "anthropic":
+            last = (self.body.get("messages") or [{}])[-1]
+            content = last.get("content")
+            return isinstance(content, list) and any(part.get("type") == "tool_result" for part in content)
+        items = self.body.get("input") or []
+        return bool(items) and items[-1].get("type") in ("function_call_output", "custom_tool_call_output")
+
+    @property
+    def tool_result(self) -> str:
+        """What the last tool call gave back, as the host passed it to the model."""
+        if self.api == "anthropic":
+            parts = (self.body.get("messages") or [{}])[-1].get("content") or []
+            results = [p for p in parts if isinstance(p, dict) and p.get("type") == "tool_result"]
+            return "\n".join(_strings(results[-1].get("content"))) if results else ""
+        items = [i for i in self.body.get("input") or [] if i.get("type", "").endswith("call_output")]
+        return "\n".join(_strings(items[-1].get("output"))) if items else ""
+
+    def text(self) -> str:
+        """Every piece of text in the request, joined: for asserting what reached the model at all."""
+        return "\n".join(_strings(self.body))
+
+
+SHELL_TOOLS = ("Bash", "shell", "shell_command", "exec_command", "local_shell")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+# -- what the stub answers ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Answer with text and end the turn."""
+
+    text: str = "ok"
+
+
+@dataclass(frozen=True)
+class Shell:
+    """Call the host's shell tool with `command` (or what `command` computes from the request), then, once the
+    tool's result comes back, answer `then`."""
+
+    command: str | Callable[[Request], str]
+    then: str = "done"
+
+
+Step = Answer | Shell
+
+
+@dataclass
+class Stub:
+    """The server's state: what it recorded and what it has yet to answer."""
+
+    requests: list[Request] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # every attempt to go anywhere but the stub
+    steps: deque[Step] = field(default_factory=deque)
+    commands: list[str] = field(default_factory=list)  # shell commands the stub asked a host to run
+    port: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _pending_then: str | None = None
+    _ids: Iterator[int] = field(default_factory=itertools.count)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, *steps: Step) -> None:
+        """Queue answers for the host's next model turns. Each request that offers the shell tool (the host's
+        main conversation, Claude Code's compaction summary included) takes the next step; side requests and an
+        empty queue get "ok"."""
+        with self._lock:
+            self.steps.extend(steps)
+
+    def decide(self, request: Request) -> tuple[str, str | None]:
+        """(text, shell command or None) for this request."""
+        with self._lock:
+            self.requests.append(request)
+            if request.shell_tool is None:
+                return "ok", None
+            if request.after_tool_call and self._pending_then is not None:
+                text, self._pending_then = self._pending_then, None
+                return text, None
+            step = self.steps.popleft() if self.steps else Answer()
+            if isinstance(step, Answer):
+                return step.text, None
+            command = step.command(request) if callable(step.command) else step.command
+            self.commands.append(command)
+            self._pending_then = step.then
+            return "", command
+
+    def next_id(self, prefix: str) -> str:
+        return f"{prefix}_{next(self._ids):04d}"
+
+
+# -- the wire formats ---------------------------------------------------------------------------------------------
+
+
+def _shell_input(tool: dict[str, Any], command: str) -> dict[str, Any]:
+    """The shell tool's arguments, shaped by the schema the host declared for it."""
+    schema = tool.get("input_schema") or tool.get("parameters") or tool.get("function", {}).get("parameters") or {}
+    properties = schema.get("properties", {})
+    if "cmd" in properties:
+        return {"cmd": command}
+    if properties.get("command", {}).get("type") == "array":
+        return {"command": ["bash", "-lc", command]}
+    return {"command": command}
+
+
+def _anthropic_content(stub: Stub, request: Request, text: str, command: str | None) -> list[dict[str, Any]]:
+    if command is None:
+        return [{"type": "text", "text": text}]
+    tool = request.shell_tool
+    assert tool is not None
+    return [
+        {"type": "tool_use", "id": stub.next_id("toolu"), "name": tool["name"], "input": _shell_input(tool, command)}
+    ]
+
+
+def _anthropic_events(stub: Stub, request: Request, text: str, command: str | None) -> Iterator[tuple[str, Any]]:
+    content = _anthropic_content(stub, request, text, command)
+    usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    message = {
+        "id": stub.next_id("msg"),
+        "type": "message",
+        "role": "assistant",
+        "model": request.body.get("model", "stub"),
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    yield "message_start", {"type": "message_start", "message": message}
+    for index, block in enumerate(content):
+        if block["type"] == "text":
+            yield (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": {**block, "text": ""}},
+            )
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            yield (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}},
+            )
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+        yield "content_block_stop", {"type": "content_block_stop", "index": index}
+    stop = "tool_use" if command is not None else "end_turn"
+    yield (
+        "message_delta",
+        {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}},
+    )
+    yield "message_stop", {"type": "message_stop"}
+
+
+def _anthropic_message(stub: Stub, request: Request, text: str, command: str | None) -> dict[str, Any]:
+    return {
+        "id": stub.next_id("msg"),
+        "type": "message",
+        "role": "assistant",
+        "model": request.body.get("model", "stub"),
+        "content": _anthropic_content(stub, request, text, command),
+        "stop_reason": "tool_use" if command is not None else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
+
+
+def _openai_events(stub: Stub, request: Request, text: str, command: str | None) -> Iterator[tuple[str, Any]]:
+    response_id = stub.next_id("resp")
+    yield "response.created", {"type": "response.created", "response": {"id": response_id}}
+    if command is None:
+        item: dict[str, Any] = {
+            "type": "message",
+            "role": "assistant",
+            "id": stub.next_id("msg"),
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+    else:
+        tool = request.shell_tool
+        assert tool is not None
+        item = {
+            "type": "function_call",
+            "id": stub.next_id("fc"),
+            "call_id": stub.next_id("call"),
+            "name": tool["name"],
+            "arguments": json.dumps(_shell_input(tool, command)),
+        }
+    yield "response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}
+    yield "response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}
+    usage = {
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 15,
+    }
+    yield "response.completed", {"type": "response.completed", "response": {"id": response_id, "usage": usage}}
+
+
+# -- the server ---------------------------------------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+    def do_CONNECT(self) -> None:  # noqa: N802 - the HTTP method's name
+        self.server.stub.refused.append(f"CONNECT {self.path}")
+        self._send(403, b"the test stub reaches nothing outside this machine\n", "text/plain")
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self._foreign():
+            return
+        self._body()
+        self.server.stub.requests.append(Request("other", f"GET {self.path}", {}))
+        self._send(404, b'{"error": {"type": "not_found", "message": "not in the stub"}}', "application/json")
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        if self._foreign():
+            return
+        self._send(404, b"", "text/plain")
+
+    def do_POST(self) -> None:  # noqa: N802
+        if self._foreign():
+            return
+        raw = self._body()
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {"unparsed": raw.decode(errors="replace")}
+        path = urlsplit(self.path).path
+        stub = self.server.stub
+        if path.endswith("/messages/count_tokens"):
+            stub.requests.append(Request("anthropic", path, body))
+            self._send(200, json.dumps({"input_tokens": 100}).encode(), "application/json")
+        elif path.endswith("/messages"):
+            request = Request("anthropic", path, body)
+            text, command = stub.decide(request)
+            if body.get("stream"):
+                self._stream(_anthropic_events(stub, request, text, command))
+            else:
+                self._send(
+                    200, json.dumps(_anthropic_message(stub, request, text, command)).encode(), "application/json"
+                )
+        elif path.endswith("/responses"):
+            request = Request("openai", path, body)
+            text, command = stub.decide(request)
+            self._stream(_openai_events(stub, request, text, command))
+        else:
+            stub.requests.append(Request("other", f"POST {path}", body))
+            self._send(404, b'{"error": {"type": "not_found", "message": "not in the stub"}}', "application/json")
+
+    def _foreign(self) -> bool:
+        """A proxied request for another host (an absolute URL): refuse it, record it."""
+        target = urlsplit(self.path)
+        if target.scheme and target.netloc and target.netloc != f"127.0.0.1:{self.server.stub.port}":
+            self.server.stub.refused.append(f"{self.command} {self.path}")
+            self._body()
+            self._send(403, b"the test stub reaches nothing outside this machine\n", "text/plain")
+            return True
+        return False
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(self, status: int, body: bytes, kind: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _stream(self, events: Iterator[tuple[str, Any]]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for name, data in events:
+            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, stub: Stub) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.stub = stub
+        stub.port = self.server_address[1]
+
+
+class Running:
+    """A stub serving on 127.0.0.1 until closed."""
+
+    def __init__(self) -> None:
+        self.stub = Stub()
+        self._server = _Server(self.stub)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

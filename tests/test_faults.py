@@ -1,0 +1,294 @@
+"""What real machines do to a mailbox: hostile settings, other users, read-only and full disks, dead writers.
+Every case ends in "nothing lost, delivery goes on, one clear line"."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gitmail import mailbox
+from gitmail.store import Store
+from tests.conftest import RepoFactory, mailbox_snapshot, run_gitmail
+
+IS_ROOT = os.geteuid() == 0
+NOBODY = 65534
+
+
+@pytest.fixture
+def web(repos: RepoFactory) -> Path:
+    return repos("web")
+
+
+def one_error_line(done: subprocess.CompletedProcess[str], text: str, code: int = 1) -> None:
+    assert done.returncode == code, done
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("gitmail: error: "), done.stderr
+    assert text in done.stderr, done.stderr
+
+
+def hook_context(cwd: Path, env: dict[str, str] | None = None) -> str | None:
+    payload = json.dumps({"session_id": "s1", "cwd": str(cwd), "hook_event_name": "SessionStart"})
+    done = run_gitmail("hook", "session-start", cwd=cwd, stdin=payload, env=env)
+    assert done.returncode == 0, done.stderr
+    if not done.stdout:
+        return None
+    text: str = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    return text
+
+
+# -- settings that must be refused or neutralised ---------------------------------------------------------------
+
+
+def test_git_hooks_and_user_config_never_run_on_gitmails_behalf(web: Path, box: Store, home: Path) -> None:
+    mailbox.send(box, sender="api", to="web", subject="create the mailbox")
+    ran = home / "hook-ran"
+    script = f'#!/bin/sh\necho "$0" >> {ran}\n'
+    for folder in (box.path / "hooks", home / "global-hooks"):
+        folder.mkdir(exist_ok=True)
+        for name in ("reference-transaction", "post-index-change", "pre-auto-gc"):
+            (folder / name).write_text(script)
+            (folder / name).chmod(0o700)
+    (home / ".gitconfig").write_text(
+        f"[core]\n\thooksPath = {home / 'global-hooks'}\n\tfsmonitor = {home / 'global-hooks' / 'reference-transaction'}\n"
+    )
+    with (box.path / "config").open("a") as config:
+        config.write(f"[core]\n\tfsmonitor = {box.path / 'hooks' / 'reference-transaction'}\n")
+    sent = run_gitmail("send", "--from", "api", "--to", "web", "-s", "hi", cwd=web)
+    assert sent.returncode == 0, sent.stderr
+    assert run_gitmail("done", sent.stdout.strip(), cwd=web).returncode == 0
+    assert hook_context(web) is not None
+    assert not ran.exists()
+
+
+def test_a_relative_mailbox_path_is_refused(web: Path) -> None:
+    for args in (["send", "--to", "api", "-s", "x"], ["inbox"], ["log"]):
+        one_error_line(
+            run_gitmail(*args, cwd=web, env={"GITMAIL_DIR": "mail.git"}), "GITMAIL_DIR must be an absolute path", 2
+        )
+    assert not (web / "mail.git").exists()
+
+
+def test_a_mailbox_others_can_change_is_refused_for_reads_and_writes(web: Path, box: Store) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    box.path.chmod(0o777)
+    before = mailbox_snapshot(box.path)
+    for args in (["send", "--to", "web", "-s", "x"], ["inbox"], ["log"]):
+        one_error_line(run_gitmail(*args, cwd=web), f"chmod -R go-w {box.path}")
+    assert mailbox_snapshot(box.path) == before
+    note = hook_context(web)
+    assert note is not None and "can be changed by other users" in note and "hello" not in note
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="giving a mailbox to another user needs root")
+def test_a_mailbox_another_user_owns_is_refused(web: Path, box: Store) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    os.chown(box.path, NOBODY, NOBODY)
+    one_error_line(run_gitmail("inbox", cwd=web), f"belongs to another user (uid {NOBODY})")
+    one_error_line(run_gitmail("send", "--to", "web", "-s", "x", cwd=web), f"chown -R {os.getuid()} {box.path}")
+
+
+# -- another user's read-only view, full disks, size limits -----------------------------------------------------
+
+
+@pytest.fixture
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A directory another user can reach (pytest's own temporary directories are private to root)."""
+    place = Path("/tmp") / f"gitmail-shared-{os.getpid()}-{time.monotonic_ns()}"
+    place.mkdir(mode=0o755)
+    try:
+        yield place
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="a truly read-only view for a test needs another user (root ignores modes)")
+def test_a_mailbox_its_user_can_read_but_not_write_is_read(shared: Path) -> None:
+    """The mailbox's owner has lost write access (a read-only mount, a backup copy): reads, peeks and the hook
+    still work; writes say so in one line and change nothing."""
+    home = shared / "home"
+    web = shared / "work" / "web"
+    subprocess.run(["git", "init", "-q", str(web)], check=True)
+    home.mkdir()
+    box = Store(home / ".gitmail" / "mail.git")
+    sent = mailbox.send(box, sender="api", to="web", subject="read me")
+    cast = mailbox.broadcast(box, sender="api", subject="everyone")
+    (box.own_dir / "journal").write_text("[]")  # even an unfinished change must not stop a reader
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(shared)], check=True)
+    subprocess.run(["chmod", "-R", "a-w", str(home / ".gitmail")], check=True)
+    before = mailbox_snapshot(box.path)
+    as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-m", "gitmail"]
+    env = {**os.environ, "HOME": str(home), "PATH": os.path.dirname(sys.executable) + ":" + os.environ["PATH"]}
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*as_nobody, *args], cwd=web, env=env, input=stdin, capture_output=True, text=True)
+
+    for args in (("inbox", "--peek"), ("inbox",), ("log",), ("show", sent.message.id)):
+        done = run(*args)
+        assert done.returncode == 0 and sent.message.id in done.stdout, (args, done.stderr)
+    payload = json.dumps({"session_id": "s1", "cwd": str(web), "hook_event_name": "SessionStart"})
+    hooked = run("hook", "session-start", stdin=payload)
+    assert hooked.returncode == 0 and sent.message.id in hooked.stdout, hooked.stderr
+    assert cast.message.id not in hooked.stdout and "read-only" in hooked.stdout
+    for writing in (["send", "--to", "api", "-s", "x"], ["done", sent.message.id]):
+        done = run(*writing)
+        assert done.returncode == 1 and done.stderr.startswith("gitmail: error: cannot write the mailbox"), done
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert mailbox_snapshot(box.path) == before
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    place = tmp_path / "small"
+    place.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(place)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small file system here: {mounted.stderr.decode().strip()}")
+    try:
+        yield place
+    finally:
+        subprocess.run(["umount", "-l", str(place)], check=False)
+
+
+def test_a_full_disk_is_one_line_and_loses_nothing(web: Path, small_disk: Path) -> None:
+    env = {"GITMAIL_DIR": str(small_disk / "mail.git")}
+    first = run_gitmail("send", "--from", "api", "--to", "web", "-s", "fits", cwd=web, env=env)
+    assert first.returncode == 0, first.stderr
+    filler = small_disk / "filler"
+    with open(filler, "wb") as handle:  # fill what is left
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError:
+            pass
+    big = "x" * 60_000
+    for args in (["send", "--from", "api", "--to", "web", "-s", "no room", "-m", big], ["done", first.stdout.strip()]):
+        done = run_gitmail(*args, cwd=web, env=env)
+        if done.returncode == 0:
+            continue  # a done moves refs only and may still fit
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith("gitmail: error: ") and "Traceback" not in done.stderr
+    filler.unlink()
+    box = Store(small_disk / "mail.git")
+    listed = mailbox.log(box, repo="web")
+    assert first.stdout.strip() in [e.message.id for e in listed]
+    fsck = subprocess.run(["git", "--git-dir", str(box.path), "fsck", "--no-dangling"], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+
+
+def test_a_file_size_limit_is_one_line_and_loses_nothing(web: Path, box: Store) -> None:
+    mailbox.send(box, sender="api", to="web", subject="before")
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gitmail",
+            "send",
+            "--from",
+            "api",
+            "--to",
+            "web",
+            "-s",
+            "big",
+            "-m",
+            os.urandom(24_000).hex(),
+        ],
+        cwd=web,
+        capture_output=True,
+        text=True,
+        preexec_fn=limited,
+    )
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("gitmail: error: ") and "Traceback" not in done.stderr
+    assert [e.message.subject for e in mailbox.pending(box, repo="web").directed] == ["before"]
+
+
+# -- dead writers and the hook's one deadline -------------------------------------------------------------------
+
+
+def test_a_dead_writers_journal_whose_objects_were_pruned_is_set_aside(web: Path, box: Store) -> None:
+    original = mailbox.send(box, sender="api", to="web", subject="question")
+    # A reply killed after its journal was written: its commit exists only as an unreferenced object...
+    from gitmail.identity import RepoName
+    from gitmail.message import Message
+
+    with box.writing(actor=RepoName("web")) as writer:
+        reply = Message("r000000000", RepoName("web"), "api", "Re: question", "answer", original.message.date)
+        orphan = writer.commit(reply, parents=[original.oid])
+    journal = [
+        ["refs/gitmail/api/inbox/r000000000", orphan, None],
+        [f"refs/gitmail/web/archive/{original.message.id}", original.oid, None],
+        [f"refs/gitmail/web/inbox/{original.message.id}", None, original.oid],
+    ]
+    (box.own_dir / "journal").write_text(json.dumps(journal))
+    # ...which the user's `git gc --prune=now` then removes.
+    subprocess.run(["git", "--git-dir", str(box.path), "gc", "--prune=now", "--quiet"], check=True)
+    assert box.missing([orphan]) == {orphan}
+    assert hook_context(web) is not None
+    later = run_gitmail("send", "--from", "api", "--to", "web", "-s", "later", cwd=web)
+    assert later.returncode == 0, later.stderr
+    assert {e.message.subject for e in mailbox.pending(box, repo="web").directed} == {"question", "later"}
+    kept = list(box.own_dir.glob("journal.set-aside-*"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text()) == journal
+    assert "set aside an unfinished change whose objects are gone" in (box.path.parent / "gitmail.log").read_text()
+
+
+def test_one_deadline_bounds_the_whole_hook(web: Path, box: Store) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    mailbox.broadcast(box, sender="api", subject="everyone")
+    (box.own_dir / "journal").write_text("[]")  # a dead writer's change to finish, and a live writer holding on
+    fd = os.open(box.own_dir / "lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        started = time.monotonic()
+        context = hook_context(web)
+        elapsed = time.monotonic() - started
+    finally:
+        os.close(fd)
+    assert context is not None and "hello" in context
+    assert elapsed < 1.5 + 1.0, elapsed  # one wait of 1.5 s in all (plus the process itself), not one per step
+
+
+def test_an_unexpected_failure_is_one_line_with_its_own_exit_code(web: Path, box: Store) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    bad = run_gitmail("log", "-n", "0x", cwd=web)
+    assert bad.returncode == 2  # a usage mistake stays a usage mistake
+    crash = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from gitmail import cli; cli.mailbox.log = None; sys.exit(cli.main(['log']))",
+        ],
+        cwd=web,
+        capture_output=True,
+        text=True,
+    )
+    assert crash.returncode == 3, crash
+    assert crash.stderr.startswith("gitmail: internal error: ") and crash.stderr.count("\n") == 1, crash.stderr
+    assert "Traceback" in (box.path.parent / "gitmail.log").read_text()
+
+
+def test_a_stale_time_without_timezone_is_refused(box: Store) -> None:
+    from datetime import datetime
+
+    from gitmail.errors import UsageError
+
+    with pytest.raises(UsageError, match="timezone"):
+        mailbox.send(box, sender="api", to="web", subject="x", when=datetime(2026, 1, 1))
+    assert not box.exists()

@@ -1,0 +1,58 @@
+"""What each entry point imports: the hooks run at every session start and tool call and must stay lean; no
+command pays for pydantic."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitmail import mailbox
+from gitmail.store import Store
+from tests.conftest import RepoFactory
+
+
+def imported(*args: str, cwd: Path, stdin: str = "") -> set[str]:
+    """The modules a gitmail process had loaded when it finished."""
+    out = cwd.parent / "modules.json"
+    probe = (
+        "import atexit, json, sys\n"
+        f"atexit.register(lambda: open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+        "from gitmail.__main__ import main\n"
+        f"sys.argv = ['gitmail', *{list(args)!r}]\n"
+        "sys.exit(main())\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=60)
+    return set(json.loads(out.read_text()))
+
+
+def payload(cwd: Path) -> str:
+    return json.dumps({"session_id": "s1", "cwd": str(cwd), "hook_event_name": "SessionStart"})
+
+
+@pytest.fixture
+def web(repos: RepoFactory) -> Path:
+    return repos("web")
+
+
+def test_a_session_start_with_directed_mail_imports_no_command_line_library_and_no_pygit2(
+    web: Path, box: Store
+) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    mailbox.inbox(box, repo="web")  # its receipt is written: this showing writes nothing
+    modules = imported("hook", "session-start", cwd=web, stdin=payload(web))
+    assert "gitmail.delivery" in modules
+    assert not {m for m in modules if m.split(".")[0] in ("typer", "click", "rich", "pygit2", "frontmatter", "yaml")}
+
+
+@pytest.mark.parametrize(
+    "args", [("send", "--to", "api", "-s", "x"), ("inbox",), ("log",), ("done", "--all"), ("--help",)]
+)
+def test_no_command_imports_pydantic(web: Path, box: Store, args: tuple[str, ...]) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    modules = imported(*args, cwd=web)
+    assert "gitmail.cli" in modules
+    assert "pydantic" not in modules and "mcp" not in modules
