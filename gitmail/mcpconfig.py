@@ -29,6 +29,9 @@ from gitmail.install import BACKUP, Change, Plan, _load_json, _read, codex_home
 NAME = "gitmail"
 TOML_MARK = "# added by gitmail"
 STARTUP_TIMEOUT = 30  # seconds Codex gives the server to start (importing the MCP SDK takes a second or two)
+# Codex (0.147 on) leaves an optional server's tools out of a turn if it has not started within about a second,
+# which the SDK's import alone exceeds: `codex exec` would never see gitmail's tools. A required server is waited
+# for (up to the timeout), and one that cannot start is reported instead of silently missing.
 
 
 def server_args() -> list[str]:
@@ -40,7 +43,12 @@ def claude_entry(python: str | None = None) -> dict[str, Any]:
 
 
 def codex_entry(python: str | None = None) -> dict[str, Any]:
-    return {"command": python or sys.executable, "args": server_args(), "startup_timeout_sec": STARTUP_TIMEOUT}
+    return {
+        "command": python or sys.executable,
+        "args": server_args(),
+        "startup_timeout_sec": STARTUP_TIMEOUT,
+        "required": True,
+    }
 
 
 def claude_config(home: Path, environ: os._Environ[str] | dict[str, str] = os.environ) -> Path:

@@ -167,9 +167,9 @@ def test_the_inbox_answer_keeps_within_the_hooks_budget(box: Store, web: Path) -
     who = mcpserver.Who(RepoName("web"), web, "test")
     answer = mcpserver.inbox(box, who, {"peek": True})
     assert len(answer.text.encode()) <= 9_500
-    assert len(json.dumps(answer.data).encode()) <= 9_500  # the structured copy carries no body the text left out
-    summarised = [m for m in answer.data["directed"] if m.get("summarised")]
-    assert summarised and all(m["body"] is None for m in summarised)
+    assert len(json.dumps(answer.data).encode()) <= 9_500 + 2_000  # the framing again, and an index of it
+    assert [m["subject"] for m in answer.data["directed"] if m.get("summarised")] == [f"log dump {n}" for n in range(4)]
+    assert all("body" not in m for m in answer.data["directed"])
     assert "too long to show here" in answer.text and "> hello" in answer.text
 
 
@@ -228,13 +228,19 @@ def test_every_tool_end_to_end(api: Path, web: Path, tmp_path: Path, box: Store)
             assert ok(shown) == peeked.stdout
             data = shown.structured_content
             assert data is not None and data["repo"] == "web" and data["not_shown"] == 0
+            assert data["text"] == peeked.stdout  # hosts that hand the model structured content get the framing
+            assert "Orders have a status." not in json.dumps({k: v for k, v in data.items() if k != "text"})
             assert [m["id"] for m in data["directed"]] == [first]
             assert [m["subject"] for m in data["broadcasts"]] == ["Freeze until Monday"]
             again = ok(await call(as_web, "inbox"))  # the broadcast was handed over once
             assert "(1 directed, 0 broadcasts)" in again
 
-            card = ok(await call(as_web, "show", id=first[:5]))
-            assert "> Orders have a status." in card and "untrusted data" in card and " · pending" in card
+            shown_one = await call(as_web, "show", id=first[:5])
+            card = ok(shown_one)
+            assert "> Orders have a status." in card and "untrusted data" in card and " · delivered " in card
+            stored = shown_one.structured_content
+            assert stored is not None and stored["text"] == card and "body" not in stored
+            assert [(r["repo"], r["host"]) for r in stored["delivered"]] == [("web", "mcp")]  # the receipt says MCP
 
             answer = await call(as_web, "send", reply_to=first, message="Switched.")
             assert f'to "api" as "web" (the client\'s root {web})' in ok(answer)
@@ -439,7 +445,8 @@ def test_a_held_lock_is_a_tool_error_after_a_bounded_wait_and_reads_go_on(api: P
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(blocked_send)
                     await anyio.sleep(0.5)
-                    assert "first" in ok(await call(client, "log", repo="web"))  # answered while the send waits
+                    peeked = ok(await call(client, "inbox", repo="web", peek=True))  # answered while the send waits
+                    assert 'subject "first"' in peeked
                     assert not result
                 assert "stayed locked by another gitmail process" in refused(result[0])
                 assert 9 < time.monotonic() - start < 20
@@ -623,6 +630,7 @@ def test_codex_registration_is_idempotent_and_reversible_byte_for_byte(cli: CliR
         "command": sys.executable,
         "args": ["-m", "gitmail", "mcp"],
         "startup_timeout_sec": 30,
+        "required": True,
     }
     assert cli("install", "--mcp", "--codex").code == 0
     assert codex_toml(home).read_text() == installed

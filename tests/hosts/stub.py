@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 
@@ -94,7 +94,26 @@ class Shell:
     then: str = "done"
 
 
-Step = Answer | Shell
+@dataclass(frozen=True)
+class Tool:
+    """Call the tool the host declared as `name` (a function of its own, or an MCP server's: Codex declares those
+    inside a namespace, `mcp__SERVER`, and `mcp__SERVER__TOOL` names one of them) with `arguments`; once the tool's
+    result comes back, take `then`: text to answer with, or another step."""
+
+    name: str
+    arguments: dict[str, Any]
+    then: str | Step = "done"
+
+
+Step = Answer | Shell | Tool
+
+
+class Call(NamedTuple):
+    """A tool call the stub makes, as the host declared the tool."""
+
+    name: str
+    arguments: dict[str, Any]
+    namespace: str | None = None
 
 
 @dataclass
@@ -107,7 +126,7 @@ class Stub:
     commands: list[str] = field(default_factory=list)  # shell commands the stub asked a host to run
     port: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _pending_then: str | None = None
+    _pending_then: str | Step | None = None
     _ids: Iterator[int] = field(default_factory=itertools.count)
 
     @property
@@ -121,22 +140,28 @@ class Stub:
         with self._lock:
             self.steps.extend(steps)
 
-    def decide(self, request: Request) -> tuple[str, str | None]:
-        """(text, shell command or None) for this request."""
+    def decide(self, request: Request) -> tuple[str, Call | None]:
+        """(text, tool call or None) for this request."""
         with self._lock:
             self.requests.append(request)
             if request.shell_tool is None:
                 return "ok", None
             if request.after_tool_call and self._pending_then is not None:
-                text, self._pending_then = self._pending_then, None
-                return text, None
-            step = self.steps.popleft() if self.steps else Answer()
+                then, self._pending_then = self._pending_then, None
+                if isinstance(then, str):
+                    return then, None
+                step: Step = then
+            else:
+                step = self.steps.popleft() if self.steps else Answer()
             if isinstance(step, Answer):
                 return step.text, None
+            self._pending_then = step.then
+            if isinstance(step, Tool):
+                return "", _declared(request, step)
             command = step.command(request) if callable(step.command) else step.command
             self.commands.append(command)
-            self._pending_then = step.then
-            return "", command
+            tool = request.shell_tool
+            return "", Call(str(tool.get("name") or tool.get("function", {}).get("name")), _shell_input(tool, command))
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):04d}"
@@ -156,18 +181,28 @@ def _shell_input(tool: dict[str, Any], command: str) -> dict[str, Any]:
     return {"command": command}
 
 
-def _anthropic_content(stub: Stub, request: Request, text: str, command: str | None) -> list[dict[str, Any]]:
-    if command is None:
+def _declared(request: Request, step: Tool) -> Call:
+    """The call to `step.name` as the request declares that tool; the test fails if it does not."""
+    names = []
+    for tool in request.body.get("tools") or []:
+        name = tool.get("name") or tool.get("function", {}).get("name")
+        names.append(name)
+        if name == step.name:
+            return Call(name, step.arguments)
+        for inner in tool.get("tools") or [] if tool.get("type") == "namespace" else []:
+            if f"{name}__{inner.get('name')}" == step.name:
+                return Call(inner["name"], step.arguments, namespace=name)
+    raise AssertionError(f"the host declared no tool {step.name!r} in this request; it declared {names}")
+
+
+def _anthropic_content(stub: Stub, request: Request, text: str, call: Call | None) -> list[dict[str, Any]]:
+    if call is None:
         return [{"type": "text", "text": text}]
-    tool = request.shell_tool
-    assert tool is not None
-    return [
-        {"type": "tool_use", "id": stub.next_id("toolu"), "name": tool["name"], "input": _shell_input(tool, command)}
-    ]
+    return [{"type": "tool_use", "id": stub.next_id("toolu"), "name": call.name, "input": call.arguments}]
 
 
-def _anthropic_events(stub: Stub, request: Request, text: str, command: str | None) -> Iterator[tuple[str, Any]]:
-    content = _anthropic_content(stub, request, text, command)
+def _anthropic_events(stub: Stub, request: Request, text: str, call: Call | None) -> Iterator[tuple[str, Any]]:
+    content = _anthropic_content(stub, request, text, call)
     usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     message = {
         "id": stub.next_id("msg"),
@@ -195,7 +230,7 @@ def _anthropic_events(stub: Stub, request: Request, text: str, command: str | No
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
         yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
-    stop = "tool_use" if command is not None else "end_turn"
+    stop = "tool_use" if call is not None else "end_turn"
     yield (
         "message_delta",
         {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}},
@@ -203,23 +238,23 @@ def _anthropic_events(stub: Stub, request: Request, text: str, command: str | No
     yield "message_stop", {"type": "message_stop"}
 
 
-def _anthropic_message(stub: Stub, request: Request, text: str, command: str | None) -> dict[str, Any]:
+def _anthropic_message(stub: Stub, request: Request, text: str, call: Call | None) -> dict[str, Any]:
     return {
         "id": stub.next_id("msg"),
         "type": "message",
         "role": "assistant",
         "model": request.body.get("model", "stub"),
-        "content": _anthropic_content(stub, request, text, command),
-        "stop_reason": "tool_use" if command is not None else "end_turn",
+        "content": _anthropic_content(stub, request, text, call),
+        "stop_reason": "tool_use" if call is not None else "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": 5},
     }
 
 
-def _openai_events(stub: Stub, request: Request, text: str, command: str | None) -> Iterator[tuple[str, Any]]:
+def _openai_events(stub: Stub, request: Request, text: str, call: Call | None) -> Iterator[tuple[str, Any]]:
     response_id = stub.next_id("resp")
     yield "response.created", {"type": "response.created", "response": {"id": response_id}}
-    if command is None:
+    if call is None:
         item: dict[str, Any] = {
             "type": "message",
             "role": "assistant",
@@ -227,15 +262,15 @@ def _openai_events(stub: Stub, request: Request, text: str, command: str | None)
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
     else:
-        tool = request.shell_tool
-        assert tool is not None
         item = {
             "type": "function_call",
             "id": stub.next_id("fc"),
             "call_id": stub.next_id("call"),
-            "name": tool["name"],
-            "arguments": json.dumps(_shell_input(tool, command)),
+            "name": call.name,
+            "arguments": json.dumps(call.arguments),
         }
+        if call.namespace is not None:
+            item["namespace"] = call.namespace
     yield "response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}
     yield "response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}
     usage = {
@@ -289,17 +324,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, json.dumps({"input_tokens": 100}).encode(), "application/json")
         elif path.endswith("/messages"):
             request = Request("anthropic", path, body)
-            text, command = stub.decide(request)
+            text, call = stub.decide(request)
             if body.get("stream"):
-                self._stream(_anthropic_events(stub, request, text, command))
+                self._stream(_anthropic_events(stub, request, text, call))
             else:
-                self._send(
-                    200, json.dumps(_anthropic_message(stub, request, text, command)).encode(), "application/json"
-                )
+                self._send(200, json.dumps(_anthropic_message(stub, request, text, call)).encode(), "application/json")
         elif path.endswith("/responses"):
             request = Request("openai", path, body)
-            text, command = stub.decide(request)
-            self._stream(_openai_events(stub, request, text, command))
+            text, call = stub.decide(request)
+            self._stream(_openai_events(stub, request, text, call))
         else:
             stub.requests.append(Request("other", f"POST {path}", body))
             self._send(404, b'{"error": {"type": "not_found", "message": "not in the stub"}}', "application/json")
