@@ -166,10 +166,7 @@ def test_the_inbox_answer_keeps_within_the_hooks_budget(box: Store, web: Path) -
     mailbox.send(box, sender="api", to="web", subject="short", body="hello")
     who = mcpserver.Who(RepoName("web"), web, "test")
     answer = mcpserver.inbox(box, who, {"peek": True})
-    assert len(answer.text.encode()) <= 9_500
-    assert len(json.dumps(answer.data).encode()) <= 9_500 + 2_000  # the framing again, and an index of it
-    assert [m["subject"] for m in answer.data["directed"] if m.get("summarised")] == [f"log dump {n}" for n in range(4)]
-    assert all("body" not in m for m in answer.data["directed"])
+    assert len(answer.text.encode()) <= 9_500 and answer.data is None
     assert "too long to show here" in answer.text and "> hello" in answer.text
 
 
@@ -222,29 +219,26 @@ def test_every_tool_end_to_end(api: Path, web: Path, tmp_path: Path, box: Store)
             cast = ok(await call(as_api, "send", broadcast=True, subject="Freeze until Monday"))
             assert 'to every repo as "api"' in cast
 
-            # The inbox is the framing a session start delivers, byte for byte, with the same data.
+            # The inbox is the framing a session start delivers, byte for byte, and nothing else (a host would
+            # hand the model structured content instead of it).
             peeked = run_gitmail("inbox", "--peek", cwd=web)
             shown = await call(as_web, "inbox")
-            assert ok(shown) == peeked.stdout
-            data = shown.structured_content
-            assert data is not None and data["repo"] == "web" and data["not_shown"] == 0
-            assert data["text"] == peeked.stdout  # hosts that hand the model structured content get the framing
-            assert "Orders have a status." not in json.dumps({k: v for k, v in data.items() if k != "text"})
-            assert [m["id"] for m in data["directed"]] == [first]
-            assert [m["subject"] for m in data["broadcasts"]] == ["Freeze until Monday"]
+            assert ok(shown) == peeked.stdout and shown.structured_content is None
+            assert f"id {first}" in peeked.stdout and 'subject "Freeze until Monday"' in peeked.stdout
             again = ok(await call(as_web, "inbox"))  # the broadcast was handed over once
             assert "(1 directed, 0 broadcasts)" in again
 
             shown_one = await call(as_web, "show", id=first[:5])
             card = ok(shown_one)
             assert "> Orders have a status." in card and "untrusted data" in card and " · delivered " in card
-            stored = shown_one.structured_content
-            assert stored is not None and stored["text"] == card and "body" not in stored
-            assert [(r["repo"], r["host"]) for r in stored["delivered"]] == [("web", "mcp")]  # the receipt says MCP
+            assert shown_one.structured_content is None
+            receipts = [(r.repo, r.host) for r in mailbox.status(mailbox.show(box, first)).reached]
+            assert receipts == [("web", "mcp")]  # the delivery receipt says the mail was shown through MCP
 
             answer = await call(as_web, "send", reply_to=first, message="Switched.")
             assert f'to "api" as "web" (the client\'s root {web})' in ok(answer)
             assert answer.structured_content is not None and answer.structured_content["reply_to"] == first
+            assert answer.structured_content["text"] == ok(answer)  # what it says reaches the model either way
             assert "no mail" in ok(await call(as_web, "inbox"))  # the reply archived it for web
 
             history = await call(as_web, "log", limit=5)
@@ -258,6 +252,7 @@ def test_every_tool_end_to_end(api: Path, web: Path, tmp_path: Path, box: Store)
             ok(await call(as_api, "inbox"))
             done = await call(as_api, "done", ids=[reply_id])
             assert f"archived {reply_id}" in ok(done) and done.structured_content == {
+                "text": ok(done),
                 "repo": "api",
                 "archived": [reply_id],
                 "already": [],
@@ -409,15 +404,14 @@ def test_two_clients_and_the_cli_at_once_lose_nothing(api: Path, web: Path, box:
                 tasks.start_soon(sends, as_api, "web")
                 tasks.start_soon(sends, as_web, "api")
                 tasks.start_soon(anyio.to_thread.run_sync, cli_sends)
-            web_mail = (await call(as_web, "inbox", peek=True)).structured_content
-            api_mail = (await call(as_api, "inbox", peek=True)).structured_content
-            assert web_mail is not None and api_mail is not None
-            assert web_mail["not_shown"] + len(web_mail["directed"]) == rounds + rounds // 3
-            assert {m["from"] for m in web_mail["directed"]} == {"api"}
-            assert len(api_mail["directed"]) == rounds and {m["from"] for m in api_mail["directed"]} == {"web"}
+            for client, count in [(as_web, rounds + rounds // 3), (as_api, rounds)]:
+                said = ok(await call(client, "inbox", peek=True))
+                assert said.startswith(f"gitmail: {count} messages for ")
 
     anyio.run(scenario)
-    assert len(mailbox.pending(box, repo="web").directed) == rounds + rounds // 3
+    web_mail, api_mail = mailbox.pending(box, repo="web").directed, mailbox.pending(box, repo="api").directed
+    assert len(web_mail) == rounds + rounds // 3 and {e.message.sender for e in web_mail} == {"api"}
+    assert len(api_mail) == rounds and {e.message.sender for e in api_mail} == {"web"}
 
 
 def test_a_held_lock_is_a_tool_error_after_a_bounded_wait_and_reads_go_on(api: Path, box: Store) -> None:
