@@ -568,11 +568,14 @@ class Mailroom:
 
     async def roots_changed(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams | None) -> None:
         self.identity.forget_roots()
-        if self.watched is not None:
-            try:
-                await self.watch((await self.identity.resolve(ctx)).repo)
-            except GitmailError:
-                pass  # the next call says what is wrong
+        if self.watched is not None:  # asked aside: a notification's handler must not wait on the client's answer
+            self.tasks.start_soon(self._rewatch, ctx)
+
+    async def _rewatch(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        try:
+            await self.watch((await self.identity.resolve(ctx)).repo)
+        except GitmailError:
+            pass  # the next call says what is wrong
 
     # watching for new mail
 

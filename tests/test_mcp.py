@@ -360,6 +360,31 @@ def test_a_subscriber_hears_of_mail_another_process_sends(api: Path, web: Path, 
     anyio.run(scenario)
 
 
+def test_the_watch_follows_the_clients_roots(api: Path, web: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    arrived = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            arrived.set()
+
+    async def scenario() -> None:
+        roots = [web]
+        async with connect(outside, roots=roots, on_message=on_message) as client:
+            await client.subscribe_resource("gitmail://inbox")
+            roots[:] = [api]
+            await client.send_roots_list_changed()
+            # The next call asks for the new roots, and the watch moves to api's mail before it answers.
+            assert f'no mail for "api" (the client\'s root {api})' in ok(await call(client, "inbox", peek=True))
+            sent = await anyio.to_thread.run_sync(partial(run_gitmail, "send", "--to", "api", "-s", "hi", cwd=web))
+            assert sent.returncode == 0, sent.stderr
+            with anyio.fail_after(10):
+                await arrived.wait()
+
+    anyio.run(scenario)
+
+
 def test_a_2026_client_listens_for_the_same_updates_and_is_asked_for_its_roots(
     api: Path, web: Path, tmp_path: Path
 ) -> None:
