@@ -189,7 +189,9 @@ def done(
     all_pending: Annotated[
         bool,
         typer.Option(
-            "--all", help="Mark done all pending mail a session of this repo was shown (never mail not yet seen)."
+            "--all",
+            help="Mark done the pending mail this session was shown (outside a session: that any session of this "
+            "repo was shown); never mail not yet seen.",
         ),
     ] = False,
     repo: RepoOption = None,
@@ -197,7 +199,12 @@ def done(
     """Mark messages done (archived) without replying. `gitmail reopen ID` undoes it."""
     if bool(ids) == all_pending:
         raise UsageError("name the messages to mark done, or pass --all (not both)")
-    result = mailbox.done(Store(), repo=_writer(repo)[0], ids=ids or (), everything=all_pending)
+    from gitmail import sessions
+
+    box = Store()
+    caller = sessions.current() if all_pending else None
+    seen = sessions.shown(box.path, *caller) if caller else None
+    result = mailbox.done(box, repo=_writer(repo)[0], ids=ids or (), everything=all_pending, seen=seen)
     for entry in result.archived:
         _say(f"archived {_described(entry)}")
     if result.already:
@@ -267,6 +274,49 @@ def show(
         print(render.dumps(render.as_json(entry)))
     else:
         print(render.card(entry, claims=box.claims(), state=True))
+
+
+@app.command()
+def view(
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port",
+            min=0,
+            max=65535,
+            metavar="PORT",
+            show_default=False,
+            help="Serve on this port (default: a free one).",
+        ),
+    ] = 0,
+    no_open: Annotated[bool, typer.Option("--no-open", help="Only print the URL; do not open a browser.")] = False,
+    export: Annotated[
+        Path | None,
+        typer.Option("--export", metavar="FILE.html", help="Write the view to one self-contained HTML file instead."),
+    ] = None,
+) -> None:
+    """Show the mailbox as a read-only web page on 127.0.0.1: the repos and what waits for each, conversations
+    drawn as threads, broadcasts and the repos they reached, search. Prints the page's URL (it carries an access
+    token) as the first line and serves until interrupted; new mail appears on the page as it arrives."""
+    from gitmail import view as web
+
+    box = Store()
+    if export is not None:
+        if port:
+            raise UsageError("--export writes a file and serves nothing; leave out --port")
+        count = web.export(box, export)
+        _say(f"wrote {count} conversation{'' if count == 1 else 's'} to {export}")
+        return
+    with web.Server(box, port=port) as server:
+        print(server.url, flush=True)
+        _say("serving the mailbox read-only on 127.0.0.1; stop with Ctrl-C")
+        web.stop_on_terminate()
+        try:
+            if not no_open and not web.open_browser(server.url):
+                _say("no graphical browser found: open the URL above in one")
+            server.serve_forever()
+        except KeyboardInterrupt:
+            _say("stopped")
 
 
 ClaudeOption = Annotated[bool, typer.Option("--claude", help="Claude Code (~/.claude/settings.json).")]

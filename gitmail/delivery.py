@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gitmail import mailbox, render, sessions, stamps
 from gitmail.errors import MailboxBusy, MailboxError
@@ -67,6 +67,9 @@ class Delivery(NamedTuple):
     mail: Pending  # everything pending for the repo
     shown: render.Selection  # the messages the text shows
     new: int = 0  # messages the session had not been told of
+    settled: bool = False  # nothing this showing wrote changes what the next one shows: it may be repeated as is
+    stamps: str = ""  # the change stamps the showing was made at
+    record: dict[str, Any] | None = None  # the session's record as this showing left it
 
 
 NOTHING = render.Selection((), ())
@@ -106,6 +109,7 @@ def deliver(
             return _show(store, reader, moment, channel, mail, None, deadline, busy, budget, peek)
         if moment is Moment.START:
             record.know(set(), reset=True)
+            record.set("shown", [])
             record.set("turn", False)
         elif moment in (Moment.TOOL, Moment.PROMPT):
             record.set("turn", True)
@@ -124,7 +128,8 @@ def deliver(
                 record.set("wakes", [*record.times("wakes"), time.time()][-wake_limit:])
         if moment not in (Moment.STOP, Moment.WAKE) or delivery.text is not None:
             record.set("stamps", seen_stamps)
-        return delivery
+        settled = delivery.settled and stamps.read(store.path, reader.repo) == seen_stamps
+        return delivery._replace(settled=settled, stamps=seen_stamps, record=dict(record.data))
 
 
 def _show(
@@ -150,7 +155,7 @@ def _show(
     )
     new = len(fresh.directed) + len(fresh.broadcasts)
     if not (new or fresh.unreadable):
-        return Delivery(None, mail, NOTHING)
+        return Delivery(None, mail, NOTHING, settled=True)
     if channel is Channel.NOTICE:
         # Nothing is shown, so nothing is handed over or receipted: `gitmail inbox` does that when it is run.
         if record is not None:
@@ -162,18 +167,23 @@ def _show(
     chosen = render.select(fresh, claims=claims, budget=budget, here=here, voice=voice)
     handed: list[Entry] = list(chosen.broadcasts) if peek else []
     note = None
-    unreceipted = [e for e in chosen.directed if e.message.id not in mail.receipted]
+    recorded = True
+    unreceipted = [e for e in chosen.directed if e.message.id not in mail.receipted] if store.flag("receipts") else []
     if not peek and (chosen.broadcasts or unreceipted):
-        handed, note = _record(store, reader, moment, unreceipted, chosen.broadcasts, deadline, busy)
+        handed, note, recorded = _record(store, reader, moment, unreceipted, chosen.broadcasts, deadline, busy)
     shown = render.Selection(chosen.directed, handed, chosen.summarised)
     withheld = {e.message.id for e in chosen.broadcasts} - {e.message.id for e in handed}
     fresh = fresh._replace(broadcasts=[e for e in fresh.broadcasts if e.message.id not in withheld])  # the note
     if record is not None:  # told of: every directed message (shown, or counted in "showing N of M"), and
         record.know({e.message.id for e in [*fresh.directed, *handed]})  # the broadcasts it was handed
+        record.show({e.message.id for e in [*shown.directed, *handed]})
+    # Shown the same way next time, unless a broadcast was handed over (it is not pending next time) or could not
+    # be, or a receipt is still to be written.
+    settled = recorded and not chosen.broadcasts and note is None
     if not (shown.directed or shown.broadcasts or fresh.unreadable or note):
-        return Delivery(None, mail, NOTHING, new)
+        return Delivery(None, mail, NOTHING, new, settled)
     text = render.framing(fresh, shown, claims=claims, here=here, note=note, voice=voice)
-    return Delivery(text, mail, shown, new)
+    return Delivery(text, mail, shown, new, settled)
 
 
 def _record(
@@ -184,9 +194,10 @@ def _record(
     casts: Sequence[Entry],
     deadline: Deadline,
     busy: bool,
-) -> tuple[list[Entry], str | None]:
-    """Hand over the broadcasts and write the receipts in one write. When that cannot be done now, directed mail
-    is still shown (its receipt is written at a later showing) and the broadcasts wait for the next reader."""
+) -> tuple[list[Entry], str | None, bool]:
+    """Hand over the broadcasts and write the receipts in one write: what was handed over, a note when that could
+    not be done, and whether it was. When it cannot be done now, directed mail is still shown (its receipt is
+    written at a later showing) and the broadcasts wait for the next reader."""
     reason = "the mailbox was busy" if busy else None
     if not busy and store.writable():
         try:
@@ -199,7 +210,7 @@ def _record(
                 moment=moment.value,
                 deadline=deadline,
             )
-            return handed, None
+            return handed, None, True
         except MailboxBusy:
             reason = "the mailbox was busy"
         except MailboxError as error:
@@ -208,9 +219,10 @@ def _record(
     elif not busy:
         reason = "the mailbox is read-only here"
     if not casts:
-        return [], None
+        return [], None, False
     count = render.count(len(casts), "new broadcast")
-    return [], f"{reason}, so {count} could not be handed over yet; they stay unread and come at a later showing."
+    note = f"{reason}, so {count} could not be handed over yet; they stay unread and come at a later showing."
+    return [], note, False
 
 
 def own_command() -> str:

@@ -21,6 +21,7 @@ from gitmail.layout import OWN_DIR
 DIRECTORY = "history"
 EVERYONE = "_everyone"  # the file every message is in
 BROADCAST = "_broadcast"
+UNKNOWN = "_unknown"  # the sender of a commit gitmail did not write
 COMPLETE = ".complete"  # written once the files hold every message the refs did
 
 

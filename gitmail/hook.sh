@@ -1,17 +1,18 @@
 #!/bin/sh
-# gitmail's hook for the moments inside a running session: a tool call, a prompt, a turn's end, a wake.
-# Usage: hook.sh MOMENT HOST PYTHON
+# gitmail's hook: a session starts, a tool call, a prompt, a turn's end, a wake.
+# Usage: hook.sh MOMENT HOST PYTHON [--watch]
 #
-# These fire all the time, and almost always nothing has arrived. So this decides with shell built-ins alone
+# These fire all the time, and almost always nothing has changed. So this decides with shell built-ins alone
 # whether anything may have arrived for this session's repository since the session last looked, and starts
 # Python (`PYTHON -m gitmail hook MOMENT --host HOST`, which decides for real) only then: when the repository's
-# change stamp or the broadcasts' stamp differs from what the session saw, or when this cannot tell.
-# It never fails the session.
+# change stamp or the broadcasts' stamp differs from what the session saw, or when this cannot tell. A session
+# start whose answer would be the last one's, kept under the same stamps (gitmail/startcache.py), is answered from
+# that. It never fails the session.
 
-moment=$1 host=$2 python=$3
+moment=$1 host=$2 python=$3 watch=${4:-}
 [ -n "$python" ] || exit 0
 
-run() { exec "$python" -m gitmail hook "$moment" --host "$host"; }
+run() { exec "$python" -m gitmail hook "$moment" --host "$host" $watch; }
 
 mailbox=${GITMAIL_DIR:-${HOME:-}/.gitmail/mail.git}
 case $mailbox in /*) ;; *) run ;; esac
@@ -23,15 +24,18 @@ head=
 if [ -z "$session" ]; then
     head=$(dd bs=512 count=1 2>/dev/null)
     case $head in
-    *'"session_id":"'*)
-        session=${head#*\"session_id\":\"}
-        session=${session%%\"*}
+    *'"session_id"'*)
+        session=${head#*\"session_id\"}
+        while :; do case $session in [\ :]*) session=${session#?} ;; *) break ;; esac; done
+        case $session in \"*) session=${session#\"} && session=${session%%\"*} ;; *) session= ;; esac
         ;;
     esac
 fi
 case $session in '' | *[!A-Za-z0-9_-]*) session= ;; esac
 
-# The repository: the nearest directory up from here with a .git (Python checks it properly when it runs).
+# The repository: the nearest directory up from here with a .git (Python checks it properly when it runs). The
+# host may start this with a PWD of its own; `cd -P .` makes PWD the real working directory, without a process.
+cd -P . 2>/dev/null || run
 dir=${PWD:-}
 case $dir in /*) ;; *) dir= ;; esac
 while [ -n "$dir" ] && [ ! -e "$dir/.git" ]; do
@@ -64,8 +68,23 @@ if [ -n "$ref" ]; then
     mine= everyone= seen=
     read -r mine 2>/dev/null <"$mailbox/gitmail/stamps/$ref"
     read -r everyone 2>/dev/null <"$mailbox/gitmail/stamps/_broadcast"
-    read -r seen 2>/dev/null <"$mailbox/gitmail/sessions/$host-$session.stamps"
-    [ "$ref:$mine:$everyone" = "$seen" ] && exit 0 # nothing new since this session last looked
+    if [ "$moment" = session-start ]; then
+        claims= kept= record=
+        read -r claims 2>/dev/null <"$mailbox/gitmail/stamps/_claims"
+        kept=$mailbox/gitmail/cache/$host-$ref
+        read -r key 2>/dev/null <"$kept.key"
+        flag=
+        [ -n "$watch" ] && flag=watch
+        if [ "$key" = "$ref:$mine:$everyone:$claims:${GITMAIL_WAKE:-}:$flag:${PATH:-}" ] &&
+            read -r record 2>/dev/null <"$kept.record"; then
+            printf '%s\n' "$record" >"$mailbox/gitmail/sessions/$host-$session.json" &&
+                printf '%s\n' "$ref:$mine:$everyone" >"$mailbox/gitmail/sessions/$host-$session.stamps" &&
+                { [ ! -s "$kept.out" ] || cat "$kept.out"; } && exit 0
+        fi
+    else
+        read -r seen 2>/dev/null <"$mailbox/gitmail/sessions/$host-$session.stamps"
+        [ "$ref:$mine:$everyone" = "$seen" ] && exit 0 # nothing new since this session last looked
+    fi
 fi
 
 # Something may be new: Python decides, with the whole payload (the part read above, then the rest).
@@ -75,5 +94,5 @@ fi
 {
     printf '%s' "$head"
     exec cat
-} | "$python" -m gitmail hook "$moment" --host "$host"
+} | "$python" -m gitmail hook "$moment" --host "$host" $watch
 exit $?

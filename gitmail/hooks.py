@@ -118,7 +118,16 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
         continuing=payload.get("stop_hook_active") is True,
     )
     watched = [str(p) for p in stamps.ensure(store.path, repo)] if watch and wake_enabled(store) else []
-    return answer(host, moment, event, result.text, watched)
+    reply = answer(host, moment, event, result.text, watched)
+    if moment is delivery.Moment.START and reader.session and result.record is not None:
+        from gitmail import startcache
+
+        if result.settled and event == "SessionStart":
+            key = startcache.key(store.path, result.stamps, watch=watch)
+            startcache.keep(store.path, host, repo, key=key, record=result.record, answer=reply.stdout)
+        else:
+            startcache.forget(store.path, host, repo)
+    return reply
 
 
 def answer(host: str, moment: Any, event: str, text: str | None, watched: list[str]) -> Answer:
@@ -141,14 +150,7 @@ def wake_enabled(store: Any) -> bool:
     in the mailbox's config."""
     if os.environ.get("GITMAIL_WAKE", "").strip().lower() in ("0", "false", "no", "off"):
         return False
-    try:
-        with open(store.path / "config", encoding="utf-8", errors="replace") as handle:
-            settings = handle.read().lower()
-    except OSError:
-        return True
-    import re
-
-    return not re.search(r"^\[gitmail\][^\[]*^\s*wake\s*=\s*(false|no|off|0)\s*$", settings, re.MULTILINE)
+    return bool(store.flag("wake"))
 
 
 def _cwd(payload: dict[str, Any]) -> str:

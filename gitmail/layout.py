@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import NamedTuple
 
-from gitmail.identity import RepoName
+from gitmail.errors import UsageError
+from gitmail.identity import RepoName, first_format_ref, nfc, nfd
 from gitmail.message import ID_PATTERN
 
 ROOT = "refs/gitmail/"
@@ -86,10 +87,19 @@ def locate(ref: str, oid: str) -> Located | None:
     if (parts[0] == "_broadcast") != (state in (State.BROADCAST, State.RETRACTED)):
         return None
     try:
-        recipient = None if parts[0] == "_broadcast" else RepoName.from_ref(parts[0])
-    except Exception:
+        recipient = None if parts[0] == "_broadcast" else repo_of_component(parts[0])
+    except UsageError:
         return None
     return Located(ref=ref, oid=oid, id=parts[2], state=state, recipient=recipient)
+
+
+def repo_of_component(component: str) -> RepoName:
+    """The repo a ref component names: in the current encoding, or as the mailbox's first format spelled it (a
+    mailbox not yet migrated, read by a process that cannot write it; or refs an older gitmail wrote since)."""
+    try:
+        return RepoName.from_ref(component)
+    except UsageError:
+        return RepoName.from_first_format_ref(component)
 
 
 def damaged_ref(ref: str) -> str:
@@ -120,8 +130,16 @@ def seen_specs(oid: str) -> list[str]:
 def note_lines(notes: Sequence[bytes | None]) -> set[str]:
     """The lines of the first note found among the places `note_specs` names."""
     text = next((n for n in notes if n is not None), b"")
-    return set(text.decode(errors="replace").splitlines())
+    return set(nfc(text.decode(errors="replace")).splitlines())  # names in notes compare in NFC
 
 
 def email(repo: RepoName) -> str:
-    return f"{repo.ref}@gitmail"
+    """The author address of the repo's commits (readable, never a file name)."""
+    return f"{repo.address}@gitmail"
+
+
+def emails(repo: RepoName) -> list[str]:
+    """Every author address the repo's commits may carry: before names were normalised, a name given in NFD
+    (as macOS hands out folder names) was written as such."""
+    spellings = {repo.address, first_format_ref(nfd(repo))}
+    return [f"{spelling}@gitmail" for spelling in sorted(spellings)]

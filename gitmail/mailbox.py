@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from gitmail import history, receipts, stamps
+from gitmail import history, receipts
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
 from gitmail.identity import RepoName
 from gitmail.layout import (
@@ -27,7 +27,7 @@ from gitmail.layout import (
     Located,
     State,
     archive_prefix,
-    email,
+    emails,
     inbox_prefix,
     latest,
     locate,
@@ -111,7 +111,6 @@ def send(
         writer.apply(
             [Change(inbox_prefix(recipient) + message.id, oid, None)], f"gitmail: {message.sender} sent {message.id}"
         )
-    stamps.bump(store.path, [recipient], message.id)
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -126,7 +125,6 @@ def broadcast(
         oid = writer.commit(message)
         writer.apply([Change(active + message.id, oid, None)], f"gitmail: {message.sender} broadcast {message.id}")
         writer.add_seen([oid], message.sender, message.date)
-    stamps.bump(store.path, [None], message.id)
     return Entry(message, State.BROADCAST, oid, None)
 
 
@@ -165,7 +163,6 @@ def reply(
         record = receipts.Record(receipts.REPLIED, str(me), message.date, reply=message.id)
         changes += _receipts(writer, {original.oid: [record]}, me)
         writer.apply(changes, f"gitmail: {me} replied to {first.id} with {message.id}")
-    stamps.bump(store.path, [recipient], message.id)
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -240,7 +237,8 @@ def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: D
     broadcast_places = [p for p in places if p.state is State.BROADCAST]
     specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places]
     specs += [s for p in broadcast_places for s in seen_specs(p.oid)]
-    specs += [s for p in places for s in note_specs(RECEIPTS_NOTES, p.oid)]
+    receipted_places = places if store.flag("receipts") else []
+    specs += [s for p in receipted_places for s in note_specs(RECEIPTS_NOTES, p.oid)]
     documents = store.read(specs)
     entries, unreadable = _entries(places, documents[: len(places)])
     notes = documents[len(places) : len(places) + 3 * len(broadcast_places)]
@@ -248,7 +246,7 @@ def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: D
     receipt_notes = documents[len(places) + 3 * len(broadcast_places) :]
     receipted = frozenset(
         p.id
-        for i, p in enumerate(places)
+        for i, p in enumerate(receipted_places)
         if receipts.delivered(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), str(me))
     )
     directed = [e for e in entries if e.state is State.PENDING]
@@ -281,7 +279,8 @@ def record_shown(
         handed = [e for e in active if e.oid in added]
         record = receipts.Record(receipts.DELIVERED, str(me), when, host=host, moment=moment)
         changes = [c for c in [seen] if c is not None]
-        changes += _receipts(writer, {e.oid: [record] for e in [*shown, *handed]}, me, only_first=True)
+        if store.flag("receipts"):
+            changes += _receipts(writer, {e.oid: [record] for e in [*shown, *handed]}, me, only_first=True)
         if changes:
             writer.apply(changes, f"gitmail: shown to {me} ({host}, {moment})")
     return handed
@@ -385,16 +384,27 @@ def resolve(store: Store, message_id: str) -> Located:
 # -- handling ----------------------------------------------------------------------------------------------------
 
 
-def done(store: Store, *, repo: str, ids: Sequence[str] = (), everything: bool = False) -> DoneResult:
+def done(
+    store: Store,
+    *,
+    repo: str,
+    ids: Sequence[str] = (),
+    everything: bool = False,
+    seen: set[str] | None = None,
+) -> DoneResult:
     """Archive directed mail without replying. Already archived mail and broadcasts are reported, not errors;
-    another repo's message is refused, and then nothing is archived. `everything` archives the pending mail a
-    session of this repo was shown, never mail that arrived unseen (that is reported as `unshown`)."""
+    another repo's message is refused, and then nothing is archived. `everything` archives the pending mail the
+    caller was shown (`seen`: what its session was shown; else what any session of this repo was shown), never
+    mail that arrived unseen (that is reported as `unshown`)."""
     me = RepoName.parse(repo)
     unshown: list[str] = []
     if everything:
         mail = pending(store, repo=me)
-        places = [p for p in store.refs(inbox_prefix(me)) if p.id in mail.receipted]
-        unshown = sorted(set(ids_of(mail.directed)) - mail.receipted)
+        if seen is None and not store.flag("receipts"):
+            raise UsageError("with receipts off, name the messages to mark done (gitmail cannot tell what was seen)")
+        shown = seen if seen is not None else mail.receipted
+        places = [p for p in store.refs(inbox_prefix(me)) if p.id in shown]
+        unshown = sorted(set(ids_of(mail.directed)) - shown)
     else:
         if not ids:
             raise UsageError("name the messages to mark done, or pass --all")
@@ -510,7 +520,7 @@ def log(
             return with_receipts(store, recent)
     common = ["--no-walk=sorted"] + (["--regexp-ignore-case", "--fixed-strings", f"--grep={grep}"] if grep else [])
     common += [f"--max-count={limit}"] if limit is not None else []
-    by_me = ["--fixed-strings", f"--glob={ROOT}", f"--author=<{email(me)}>"] if me is not None else []
+    by_me = ["--fixed-strings", f"--glob={ROOT}", *(f"--author=<{e}>" for e in emails(me))] if me is not None else []
     if me is None:
         entries = _from_rows(store, store.log_refs(*common, f"--glob={ROOT}"))
     elif sent:

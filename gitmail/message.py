@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
-from gitmail.identity import UNSAFE_TEXT, RepoName, name_problem
+from gitmail.identity import NOT_UTF8, UNSAFE_TEXT, RepoName, name_problem
 
 BROADCAST = "_broadcast"  # the `to` of a message for every repo; '_' names are reserved, so no repo has it
 MAX_BODY_BYTES = 64 * 1024
@@ -71,6 +71,8 @@ def new_id() -> str:
 
 def clean_subject(raw: str) -> str:
     """One printable line: control characters and line breaks collapse to single spaces."""
+    if NOT_UTF8.search(raw):
+        raise UsageError("the subject is not valid UTF-8 text")
     subject = " ".join(UNSAFE_TEXT.sub(" ", raw).split())
     if not subject:
         raise UsageError("the subject is empty (give one with --subject)")

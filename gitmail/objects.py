@@ -28,7 +28,7 @@ MAILBOX_CONFIG = {
     "gc.reflogExpire": "never",  # the reflog is the record of who archived what, when
     "gc.reflogExpireUnreachable": "never",
     "notes.gitmail-seen.mergeStrategy": "cat_sort_uniq",  # seen-sets merge as a union on sync
-    "gitmail.version": "1",
+    "gitmail.version": "2",  # 2: names in NFC, refs spelled so that case-insensitive file systems keep them apart
 }
 
 

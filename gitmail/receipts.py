@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
+from gitmail.identity import nfc
+
 RECEIPTS_NOTES = "refs/notes/gitmail-receipts"
 
 DELIVERED = "delivered"
@@ -52,7 +54,7 @@ def parse(lines: Iterable[str]) -> list[Record]:
             records.append(
                 Record(
                     event=raw["event"],
-                    repo=raw["repo"],
+                    repo=nfc(raw["repo"]),
                     at=at,
                     host=_text(raw.get("host")),
                     moment=_text(raw.get("moment")),

@@ -47,6 +47,14 @@ class Record:
         self.data["known"] = sorted(ids if reset else self.known | ids)
 
     @property
+    def shown(self) -> set[str]:
+        """Messages whose text this session was shown (what `gitmail done --all` may archive for it)."""
+        return set(self.data.get("shown", []))
+
+    def show(self, ids: set[str]) -> None:
+        self.data["shown"] = sorted(self.shown | ids)
+
+    @property
     def stamps(self) -> str:
         return str(self.data.get("stamps", ""))
 
@@ -107,6 +115,26 @@ def record(mailbox: Path, host: str, session_id: str, deadline: Deadline) -> Ite
         return
     finally:
         os.close(fd)
+
+
+def current() -> tuple[str, str] | None:
+    """The host and session a command runs in, when the host says (Claude Code and Codex name it to the shell
+    commands a session runs)."""
+    for variable, host in (("CLAUDE_CODE_SESSION_ID", "claude"), ("CODEX_SESSION_ID", "codex")):
+        session = os.environ.get(variable)
+        if session and key(host, session):
+            return host, session
+    return None
+
+
+def shown(mailbox: Path, host: str, session_id: str) -> set[str]:
+    """What a session was shown, read without waiting for its lock (a snapshot is enough)."""
+    name = key(host, session_id)
+    try:
+        data = json.loads((mailbox / OWN_DIR / DIRECTORY / f"{name}.json").read_bytes()) if name else {}
+    except (OSError, ValueError):
+        return set()
+    return {str(i) for i in data.get("shown", [])} if isinstance(data, dict) else set()
 
 
 def forget(mailbox: Path, host: str, session_id: str) -> None:

@@ -18,6 +18,7 @@ from gitmail.layout import OWN_DIR
 
 DIRECTORY = "stamps"
 BROADCAST_STAMP = "_broadcast"  # '_' names are reserved, so no repo has this one
+CLAIMS = RepoName("_claims")  # which repository uses which name changed (trust labels may read differently)
 
 
 def directory(mailbox: Path) -> Path:
@@ -26,11 +27,11 @@ def directory(mailbox: Path) -> Path:
 
 def path(mailbox: Path, repo: RepoName | None) -> Path:
     """The stamp of a repo's directed mail, or (None) of broadcasts."""
-    return directory(mailbox) / (repo.ref if repo is not None else BROADCAST_STAMP)
+    return directory(mailbox) / (BROADCAST_STAMP if repo is None else repo.ref)
 
 
 def bump(mailbox: Path, names: Iterable[RepoName | None], value: str) -> None:
-    """Mark new mail for these repos (None: a broadcast). Never fails the write it follows."""
+    """Mark a change in what these repos have pending (None: the broadcasts). Never fails the write it follows."""
     try:
         directory(mailbox).mkdir(mode=0o700, exist_ok=True)
         for name in names:
@@ -45,6 +46,10 @@ def read(mailbox: Path, repo: RepoName) -> str:
     one line `ref:stamp:stamp` (empty where there is no stamp yet). Naming the repo keeps a session that changed
     directory from comparing another repository's stamps with its own."""
     return f"{repo.ref}:{_read(path(mailbox, repo))}:{_read(path(mailbox, None))}"
+
+
+def claims(mailbox: Path) -> str:
+    return _read(path(mailbox, CLAIMS))
 
 
 def ensure(mailbox: Path, repo: RepoName) -> list[Path]:

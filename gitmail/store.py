@@ -13,16 +13,17 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmail import gitcmd, history, lock
+from gitmail import gitcmd, history, lock, migrate, stamps
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
-from gitmail.identity import RepoName
-from gitmail.layout import OWN_DIR, SEEN_NOTES, Change, Located, damaged_ref, email, locate
+from gitmail.identity import RepoName, from_address, nfc_keys
+from gitmail.layout import OWN_DIR, SEEN_NOTES, Change, Located, State, damaged_ref, email, locate
 from gitmail.lock import Deadline
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class Store:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self._checked = False
+        self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
 
     # -- existence and health ---------------------------------------------------------------------------------
 
@@ -101,6 +103,7 @@ class Store:
                 f"{where} is a git repository gitmail did not create; point {MAILBOX_ENV} at a new or empty path"
             )
         self._checked = True
+        migrate.on_open(self, settings)
 
     @property
     def own_dir(self) -> Path:
@@ -112,7 +115,31 @@ class Store:
             data = json.loads((self.own_dir / "claims.json").read_text())
         except (OSError, ValueError):
             return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        return nfc_keys({str(k): str(v) for k, v in data.items()}) if isinstance(data, dict) else {}
+
+    def setting(self, name: str) -> str | None:
+        """A value from the `[gitmail]` section of the mailbox's config (`git config gitmail.NAME VALUE`), read
+        without starting git: the hooks ask at every session start."""
+        try:
+            with open(self.path / "config", encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            return None
+        found = None
+        section = False
+        for raw in text.splitlines():
+            line = raw.split("#", 1)[0].split(";", 1)[0].strip()
+            if line.startswith("["):
+                section = line.lower().replace(" ", "") == "[gitmail]"
+            elif section and "=" in line:
+                key, _, value = line.partition("=")
+                if key.strip().lower() == name.lower():
+                    found = value.strip().strip('"')
+        return found
+
+    def flag(self, name: str, default: bool = True) -> bool:
+        value = self.setting(name)
+        return default if value is None else value.lower() not in ("false", "no", "off", "0")
 
     def writable(self) -> bool:
         """Whether this process may write the mailbox (a read-only mailbox is still read)."""
@@ -134,7 +161,7 @@ class Store:
         if not self.exists():
             return []
         limit = [f"--count={count}"] if count is not None else []
-        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", *limit, *patterns)
+        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", *limit, *migrate.readable(self, patterns))
         found = []
         for line in out.decode(errors="replace").splitlines():
             oid, _, ref = line.partition(" ")
@@ -155,7 +182,7 @@ class Store:
             "--no-show-signature",
             "--format=%H%x00%D",
             "--decorate-refs=refs/gitmail/",
-            *args,
+            *migrate.readable(self, args),
         )
         rows = []
         for line in out.decode(errors="replace").splitlines():
@@ -272,11 +299,13 @@ class Store:
             if place is None or not when.isdigit():
                 continue
             recipient = place.recipient.ref if place.recipient is not None else history.BROADCAST
-            lines.append(history.Line(int(when), place.id, recipient, email.strip("<>").rsplit("@", 1)[0]))
+            sender = from_address(email)
+            lines.append(history.Line(int(when), place.id, recipient, sender.ref if sender else history.UNKNOWN))
         return lines
 
     def write_claims(self, claims: dict[str, str]) -> None:
         lock.write_atomically(self.own_dir / "claims.json", json.dumps(claims, indent=1, sort_keys=True).encode())
+        stamps.bump(self.path, [stamps.CLAIMS], f"{time.time_ns():x}")  # trust labels may read differently now
 
     def _finish_dead_writers_change(self, fd: int) -> None:
         """Replay a journal a killed writer left. One whose objects are gone (a `git gc --prune=now` ran since) is
@@ -305,6 +334,7 @@ class Store:
         _update_refs(self, changes, finish, RepoName("gitmail"), fd, Deadline(lock.GIT_LOCK_WAIT), verify=False)
         journal.clear()
         history.forget(self.path)  # what the dead writer brought in is found when the index is rebuilt
+        stamps.bump(self.path, *touched(changes, None))
 
 
 class Writer:
@@ -335,6 +365,7 @@ class Writer:
         finally:
             journal.clear()  # done, or refused whole before anything moved
         self._wrote = True
+        stamps.bump(self.store.path, *touched(changes, self.actor))
         if arrivals and history.complete(self.store.path):
             try:
                 history.append(self.store.path, arrivals)
@@ -349,9 +380,10 @@ class Writer:
             place = locate(change.ref, change.new) if change.old is None and change.new else None
             if place is None or place.id in moved:
                 continue
-            email, time = self.objects.author(place.oid)
+            address, when = self.objects.author(place.oid)
             recipient = place.recipient.ref if place.recipient is not None else history.BROADCAST
-            lines.append(history.Line(time, place.id, recipient, email.rsplit("@", 1)[0]))
+            sender = from_address(address)
+            lines.append(history.Line(when, place.id, recipient, sender.ref if sender else history.UNKNOWN))
         return lines
 
     def add_seen(self, oids: Sequence[str], repo: RepoName, when: datetime) -> list[str]:
@@ -409,6 +441,23 @@ class Writer:
             self.store.git("repack", "-d", "-q", "--geometric=2", pass_fds=(self.lock_fd,))
         except MailboxError as error:  # packing is housekeeping: the write itself has landed
             log_problem(self.store, f"packing was put off: {error}")
+
+
+def touched(changes: Sequence[Change], actor: RepoName | None) -> tuple[set[RepoName | None], str]:
+    """Whose pending mail these changes alter (None: every repo's broadcasts), and the stamp to mark it with:
+    a new message's id where one arrives. A session that looked before then looks again."""
+    names: set[RepoName | None] = set()
+    value = ""
+    for change in changes:
+        place = locate(change.ref, change.new or change.old or "")
+        if place is not None and place.state in (State.PENDING, State.BROADCAST):
+            names.add(place.recipient)
+            value = place.id if change.new and change.old is None else value
+        elif place is not None and place.state is State.RETRACTED:
+            names.add(None)
+        elif change.ref == SEEN_NOTES and actor is not None:
+            names.add(actor)  # a broadcast was handed to it: no longer pending there
+    return names, value or f"{time.time_ns():x}"
 
 
 def _update_refs(

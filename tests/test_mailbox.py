@@ -318,9 +318,9 @@ def test_a_recipients_history_is_one_plain_git_log(box: Store) -> None:
     b = mailbox.send(box, sender="db", to="My App", subject="two", when=at(1))
     mailbox.send(box, sender="db", to="other", subject="three", when=at(2))
     mailbox.done(box, repo="My App", ids=[a.message.id])
-    out = git(box, "log", "--format=%s", "--glob=gitmail/My%20App")
+    out = git(box, "log", "--format=%s", "--glob=gitmail/%4Dy%20%41pp")
     assert out.split() == ["two", "one"]
-    assert {a.message.id, b.message.id} <= set(git(box, "log", "--format=%b", "--glob=gitmail/My%20App").split())
+    assert {a.message.id, b.message.id} <= set(git(box, "log", "--format=%b", "--glob=gitmail/%4Dy%20%41pp").split())
 
 
 # -- identity claims ------------------------------------------------------------------------------------------

@@ -1,0 +1,78 @@
+"""Mailboxes as an older gitmail format left them, made from a current one: what migration starts from."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from gitmail.errors import UsageError
+from gitmail.identity import RepoName, first_format_ref
+from gitmail.layout import ROOT, Change
+from gitmail.message import Message, new_id
+from gitmail.stamps import BROADCAST_STAMP
+from gitmail.stamps import directory as stamps_directory
+from gitmail.store import Store
+
+
+def git(box: Store, *args: str, stdin: str | None = None) -> str:
+    return subprocess.run(
+        ["git", "--git-dir", str(box.path), *args], input=stdin, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def refs(box: Store, prefix: str = ROOT) -> dict[str, str]:
+    """Every ref under `prefix` with the commit it names, as git lists them."""
+    out = git(box, "for-each-ref", "--format=%(refname) %(objectname)", prefix)
+    return dict(line.split(" ") for line in out.splitlines())
+
+
+def as_format_1(
+    box: Store,
+    *,
+    spelled: Mapping[str, str] | None = None,
+    order: Sequence[str] = (),
+    claims: Mapping[str, str] | None = None,
+) -> None:
+    """Rewrite a current mailbox as format 1 left it: every repo's refs spelled with upper case kept and the name
+    as it was given (`spelled` maps a message id to how its recipient's name was given, e.g. in NFD; by default
+    the name itself), stamp files named the same way, `claims` (name as given -> path) as claims.json, and
+    gitmail.version 1. Names are written one at a time, those in `order` first: on a file system that ignores case,
+    the first of two spellings names the directory both then share."""
+    spelled = spelled or {}
+    moves: dict[str, list[tuple[str, str, str]]] = {}
+    for ref, oid in refs(box).items():
+        component, rest = ref[len(ROOT) :].split("/", 1)
+        try:
+            name = RepoName.from_ref(component)
+        except UsageError:
+            continue  # broadcasts, and refs written as format 1 already
+        given = spelled.get(rest.rsplit("/", 1)[-1], name)
+        moves.setdefault(given, []).append((ref, oid, f"{ROOT}{first_format_ref(given)}/{rest}"))
+    everything = [move for group in moves.values() for move in group]
+    git(box, "update-ref", "--stdin", stdin="".join(f"delete {ref} {oid}\n" for ref, oid, _ in everything))
+    for given in [*order, *sorted(set(moves) - set(order))]:
+        creates = "".join(f"create {old} {oid}\n" for _, oid, old in moves.get(given, []))
+        git(box, "update-ref", "-m", "gitmail: written by format 1", "--stdin", stdin=creates)
+    git(box, "config", "gitmail.version", "1")
+    shutil.rmtree(box.own_dir / "history", ignore_errors=True)  # format 1 had no history index
+    stamps = stamps_directory(box.path)
+    for file in os.listdir(stamps) if stamps.is_dir() else []:
+        if file != BROADCAST_STAMP:
+            os.replace(stamps / file, stamps / first_format_ref(RepoName.from_ref(file)))
+    if claims:
+        (box.own_dir / "claims.json").write_text(json.dumps(dict(claims)))
+
+
+def send_as_format_1(box: Store, *, sender: str, to: str, subject: str, when: datetime) -> tuple[str, str]:
+    """A message as format 1 wrote it, names exactly as given (not normalised): in its document, trailers, author
+    address and ref. Returns its id and ref. Write it into a current mailbox, then make that one format 1."""
+    given_sender = str.__new__(RepoName, sender)  # RepoName() would normalise it, as format 2 does
+    message = Message(id=new_id(), sender=given_sender, to=to, subject=subject, body="", date=when)
+    ref = f"{ROOT}{first_format_ref(to)}/inbox/{message.id}"
+    with box.writing(actor=RepoName("test")) as writer:
+        writer.apply([Change(ref, writer.commit(message), None)], "gitmail: written by format 1")
+    return message.id, ref

@@ -1,0 +1,124 @@
+"""gitmail/hook.sh, the shell in front of the hook: it starts Python only when something may have changed, and
+answers a session start that would repeat the last one from what that one kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gitmail
+from gitmail import mailbox
+from gitmail.identity import RepoName
+from gitmail.store import Store
+from tests.conftest import RepoFactory
+
+SCRIPT = Path(gitmail.__file__).parent / "hook.sh"
+
+
+@pytest.fixture
+def web(repos: RepoFactory) -> Path:
+    return repos("web")
+
+
+@pytest.fixture
+def no_python(tmp_path: Path) -> Recorder:
+    return Recorder(tmp_path / "python-was-started")
+
+
+class Recorder(str):
+    """Stands in for the interpreter: a program that only notes it was started (and prints nothing)."""
+
+    def __new__(cls, marker: Path) -> Recorder:
+        program = marker.with_name("recorder")
+        program.write_text(f"#!/bin/sh\necho \"$@\" >> '{marker}'\ncat >/dev/null\n")
+        program.chmod(0o755)
+        made = super().__new__(cls, str(program))
+        made.marker = marker
+        return made
+
+    marker: Path
+
+    def started(self) -> bool:
+        found = self.marker.exists()
+        self.marker.unlink(missing_ok=True)
+        return found
+
+
+def hook(moment: str, cwd: Path, *, host: str = "claude", python: str = sys.executable, session: str = "s-1") -> str:
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    if host == "claude":
+        env["CLAUDE_CODE_SESSION_ID"] = session
+    event = {"session-start": "SessionStart", "tool": "PostToolUse"}[moment]
+    payload = json.dumps({"session_id": session, "cwd": str(cwd), "transcript_path": "/t", "hook_event_name": event})
+    args = ["sh", str(SCRIPT), moment, host, python, *(["--watch"] if moment == "session-start" else [])]
+    done = subprocess.run(args, cwd=cwd, input=payload, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("host", ["claude", "codex"])
+def test_a_tool_call_with_nothing_new_starts_no_python(web: Path, box: Store, host: str, no_python: Recorder) -> None:
+    sent = mailbox.send(box, sender="api", to="web", subject="hello")
+    assert sent.message.id in hook("session-start", web, host=host)
+    assert hook("tool", web, host=host, python=no_python) == "" and not no_python.started()
+    news = mailbox.send(box, sender="api", to="web", subject="news")
+    hook("tool", web, host=host, python=no_python)
+    assert no_python.started()
+    assert news.message.id in hook("tool", web, host=host)
+    assert hook("tool", web, host=host, python=no_python) == "" and not no_python.started()
+
+
+def test_a_session_start_that_repeats_the_last_is_answered_without_python(
+    web: Path, box: Store, no_python: Recorder
+) -> None:
+    sent = mailbox.send(box, sender="api", to="web", subject="hello")
+    first = hook("session-start", web, session="one")
+    assert sent.message.id in first
+    assert hook("session-start", web, session="two", python=no_python) == first and not no_python.started()
+    hook("tool", web, session="two", python=no_python)  # the kept answer left the session's record
+    assert not no_python.started()
+    record = json.loads((box.own_dir / "sessions" / "claude-two.json").read_text())
+    assert record["known"] == record["shown"] == [sent.message.id]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda box: mailbox.send(box, sender="api", to="web", subject="another"),
+        lambda box: mailbox.done(box, repo="web", ids=[mailbox.pending(box, repo="web").directed[0].message.id]),
+        lambda box: mailbox.broadcast(box, sender="db", subject="everyone"),
+        lambda box: mailbox.claim(box, repo=RepoName("api"), path=box.path.parent.parent),
+    ],
+)
+def test_any_change_to_what_a_start_shows_makes_python_answer_again(
+    web: Path, box: Store, change: object, no_python: Recorder
+) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    hook("session-start", web, session="one")
+    hook("session-start", web, session="two", python=no_python)
+    assert not no_python.started()
+    change(box)  # type: ignore[operator]
+    hook("session-start", web, session="three", python=no_python)
+    assert no_python.started()
+
+
+def test_a_start_that_hands_over_a_broadcast_is_not_kept(web: Path, box: Store, no_python: Recorder) -> None:
+    cast = mailbox.broadcast(box, sender="api", subject="everyone")
+    assert cast.message.id in hook("session-start", web, session="one")
+    hook("session-start", web, session="two", python=no_python)
+    assert no_python.started()
+    assert cast.message.id not in hook("session-start", web, session="three")  # handed over once
+
+
+def test_a_repository_with_no_mail_starts_without_python_after_the_first_start(
+    web: Path, box: Store, no_python: Recorder
+) -> None:
+    mailbox.send(box, sender="api", to="docs", subject="not for web")
+    assert hook("session-start", web, session="one") != ""  # only the watched paths
+    watched = json.loads(hook("session-start", web, session="two", python=no_python))
+    assert set(watched["hookSpecificOutput"]) == {"hookEventName", "watchPaths"} and not no_python.started()

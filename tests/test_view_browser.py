@@ -1,0 +1,113 @@
+"""`gitmail view` in a real browser: headless Chromium (Debian's) driven by Playwright loads the page the real
+process serves, finds the thread of a sent-and-replied message, sees new mail arrive without a reload, and runs
+none of the hostile content. Skipped, with the reason, only where Chromium or Playwright cannot be had."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from gitmail import mailbox
+from gitmail.store import Store
+from tests.conftest import at
+from tests.test_view import HOSTILE_BODY, HOSTILE_SUBJECT, fill
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Dialog, Page
+
+CHROMIUM = "/usr/bin/chromium"
+# Headless, and quiet on a closed network: no background requests, updates or sync.
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def url(box: Store) -> Iterator[str]:
+    """The URL a real `gitmail view` process printed, serving the test's mailbox until the test ends."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gitmail", "view", "--no-open"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        yield process.stdout.readline().strip()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+def page() -> Iterator[Page]:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("Playwright is not installed (pip install -e '.[test]')")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            yield browser.new_page(viewport={"width": 1100, "height": 760})
+        finally:
+            browser.close()
+
+
+def test_the_page_finds_a_replied_thread_and_shows_new_mail_without_a_reload(
+    box: Store, url: str, page: Page, tmp_path: Path
+) -> None:
+    mail = fill(box)
+    problems: list[str] = []
+    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: problems.append(str(error)))
+
+    def dialog(opened: Dialog) -> None:  # alert(1) from a hostile subject would open one
+        problems.append(f"a dialog opened: {opened.message}")
+        opened.dismiss()
+
+    page.on("dialog", dialog)
+
+    page.goto(url)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", page.url)  # the token went into a cookie, out of the address
+    assert page.title() == "Mailbox · gitmail"
+    page.locator("li.conversation", has_text="Schema v2 is live").locator("a.subject").click()
+    page.wait_for_url(re.compile(f"/thread/{mail.question}"))
+    cards = page.locator("article.message")
+    assert cards.count() == 2
+    assert cards.nth(0).get_attribute("class") == "message depth-0 state-archived focus"
+    assert cards.nth(1).get_attribute("class") == "message depth-1 state-pending"
+    assert "Orders have a status column." in cards.nth(0).inner_text()
+    assert "Switched the list." in cards.nth(1).inner_text()
+
+    page.evaluate("window.stillTheSamePage = true")
+    later = mailbox.reply(box, sender="api", to_id=mail.answer, body="Thanks, that works.", when=at(40))
+    page.locator(f"#m-{later.message.id}").wait_for(timeout=15_000)
+    assert page.evaluate("window.stillTheSamePage") is True
+    assert page.locator("#live").inner_text().startswith("updated")
+    assert cards.count() == 3 and cards.nth(2).get_attribute("class") == "message depth-2 state-pending"
+    shot = tmp_path / "thread.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    page.goto(url.split("/?")[0] + f"/thread/{mail.hostile}")
+    assert page.locator("img").count() == 0
+    assert page.locator(f"#m-{mail.hostile} h3.subject").inner_text() == HOSTILE_SUBJECT
+    assert page.locator(f"#m-{mail.hostile} pre.body").inner_text() == HOSTILE_BODY
+    page.goto(url.split("/?")[0] + "/")
+    assert page.locator("text=" + HOSTILE_SUBJECT).count() >= 1
+    assert problems == []
