@@ -339,7 +339,7 @@ def send(store: Store, who: Who, args: Mapping[str, Any]) -> Answer:
         entry = mailbox.broadcast(store, sender=who.repo, subject=str(subject), body=body)
     else:
         recipient = RepoName.parse(args["to"])
-        new_name = not mailbox.known(store, recipient)
+        new_name = not _known(store, recipient)
         entry = mailbox.send(store, sender=who.repo, to=recipient, subject=str(subject), body=body)
         if new_name:
             note = (
@@ -353,6 +353,18 @@ def send(store: Store, who: Who, args: Mapping[str, Any]) -> Answer:
     text = f"gitmail: sent {m.id} to {where} {who.said()}.{note}\n"
     data = {"text": text, "repo": who.repo, "id": m.id, "to": None if m.is_broadcast else m.to, "reply_to": m.reply_to}
     return Answer(text, data)
+
+
+_KNOWN: set[tuple[Path, str]] = set()  # (mailbox, repo name) seen in use: a name once used stays used
+
+
+def _known(store: Store, repo: RepoName) -> bool:
+    """Whether a repo of this name has used the mailbox; a yes is remembered for the server's life (a git process
+    less on every later send to it)."""
+    key = (store.path, str(repo))
+    if key not in _KNOWN and mailbox.known(store, repo):
+        _KNOWN.add(key)
+    return key in _KNOWN
 
 
 def inbox(store: Store, who: Who, args: Mapping[str, Any], *, peek: bool | None = None) -> Answer:
