@@ -209,13 +209,18 @@ def done(
         _say(f"archived {_described(entry)}")
     if result.already:
         _say(f"nothing to do for {', '.join(result.already)}: already archived, or a broadcast")
+    if result.set_aside:
+        _say(
+            f"set aside {', '.join(result.set_aside)}: stored but unreadable, so not archived; kept under "
+            "refs/gitmail/_damaged/ (see `gitmail doctor`)"
+        )
     if result.unshown:
         _say(
             f"left pending {', '.join(result.unshown)}: no session here was shown "
             + ("it" if len(result.unshown) == 1 else "them")
             + " yet (read with `gitmail inbox`)"
         )
-    if not result.archived and not result.already and not result.unshown:
+    if not (result.archived or result.already or result.unshown or result.set_aside):
         _say("no pending mail")
 
 
@@ -260,6 +265,8 @@ def log(
     else:
         for entry in entries:
             print(render.log_line(entry))
+    if entries.unreadable:
+        _say(f"note: {render.unreadable(entries.unreadable)}")
 
 
 @app.command()
@@ -319,12 +326,49 @@ def view(
             _say("stopped")
 
 
+@app.command()
+def doctor(
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Also make the safe repairs: set unreadable messages aside under refs/gitmail/_damaged/ (deleting "
+            "nothing), finish a killed writer's change, remove stale lock files, restore gitmail's git settings.",
+        ),
+    ] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Check the mailbox, this repository's name and the installed hooks: run it when mail seems not to arrive.
+    Prints one line per finding, each problem with its remedy; exits 1 when there is a problem."""
+    from gitmail import doctor as checks
+
+    box = Store()
+    here = toplevel(os.getcwd())
+    repaired = checks.repair(box, here=here) if repair else []
+    report = checks.examine(box, here=here, home=Path.home(), repaired=repaired)
+    if json_output:
+        print(render.dumps(checks.as_json(report)))
+    else:
+        print(checks.describe(report), end="")
+    if report.problems:
+        raise typer.Exit(int(ExitCode.RUNTIME))
+
+
 ClaudeOption = Annotated[bool, typer.Option("--claude", help="Claude Code (~/.claude/settings.json).")]
 CodexOption = Annotated[bool, typer.Option("--codex", help="Codex ($CODEX_HOME or ~/.codex, hooks.json).")]
 NoTrustOption = Annotated[
     bool, typer.Option("--no-trust", help="Leave trusting gitmail's Codex hook to you (Codex's /hooks review).")
 ]
 DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Show the change as a diff; write nothing.")]
+MomentsOption = Annotated[
+    str,
+    typer.Option(
+        "--moments",
+        help="Which moments deliver mail, comma-separated: start (a session starts, resumes, forks, clears or "
+        "compacts), tool (after tool calls), prompt (the next prompt), stop (a turn ends), wake (an idle Claude Code "
+        "session; needs start), end (a session ends: its record goes).",
+    ),
+]
 
 
 McpOption = Annotated[
@@ -339,13 +383,15 @@ def install(
     codex: CodexOption = False,
     dry_run: DryRunOption = False,
     no_trust: NoTrustOption = False,
+    moments: MomentsOption = "start,tool,prompt,stop,wake,end",
     mcp: McpOption = False,
 ) -> None:
-    """Install the session-start hook that delivers mail into new sessions, for Claude Code and/or Codex
-    (default: whichever is found on this machine); with --mcp, register the MCP server instead.
-    Running it again changes nothing."""
+    """Install the hooks that deliver mail into sessions, for Claude Code and/or Codex (default: whichever is found
+    on this machine), at every moment the host offers (--moments to choose); with --mcp, register the MCP server
+    instead. Running it again changes nothing."""
     from gitmail import install as installer
 
+    chosen = installer.parse_moments(moments)
     home = Path.home()
     hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or installer.detect_hosts(home)
     if not hosts:
@@ -355,7 +401,9 @@ def install(
 
         return _carry_out(mcpconfig.plan(home=home, hosts=hosts, install=True), dry_run)
     version = installer.codex_version() if "codex" in hosts else None
-    plan = installer.plan(home=home, hosts=hosts, install=True, codex_version=version, trust=not no_trust)
+    plan = installer.plan(
+        home=home, hosts=hosts, install=True, moments=chosen, codex_version=version, trust=not no_trust
+    )
     _carry_out(plan, dry_run)
 
 
@@ -363,8 +411,8 @@ def install(
 def uninstall(
     claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False, mcp: McpOption = False
 ) -> None:
-    """Remove exactly the hook entries `gitmail install` added (default: from both hosts); with --mcp, the MCP
-    server registration `gitmail install --mcp` added."""
+    """Remove exactly what `gitmail install` added (default: from both hosts); with --mcp, the MCP server
+    registration `gitmail install --mcp` added."""
     from gitmail import install as installer
 
     hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or list(installer.HOSTS)
@@ -384,7 +432,7 @@ def _carry_out(plan: install_module.Plan, dry_run: bool) -> None:
         if plan.trust:
             _say(f"note: {installer.TRUST_PREVIEW}")
     else:
-        for line in installer.apply(plan.changes, plan.trust):
+        for line in installer.apply(plan):
             _say(line)
     if not plan.changes:
         _say("nothing to change")

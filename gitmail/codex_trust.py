@@ -2,8 +2,10 @@
 
 Codex runs a hook from a user's hooks.json only once it is trusted, and skips an untrusted one without a word (in
 `codex exec` too). Trust lives in Codex's config.toml as `[hooks.state."<hooks.json>:<event>:<group>:<handler>"]`
-with `trusted_hash = "sha256:…"`: the key is the hook's *position*, the hash covers its normalised entry. So a hook
-whose entry changed, or that moved because an earlier group was removed, no longer matches and stops running.
+with `trusted_hash = "sha256:…"`, where <event> is the event's name in snake case (`session_start`,
+`post_tool_use`, …): the key is the hook's *position* among that event's hooks, the hash covers its normalised
+entry. So a hook whose entry changed, or that moved because an earlier group of its event was removed, no longer
+matches and stops running.
 
 Codex is asked first: `codex app-server` lists each hook with its key, hash and trust status (`hooks/list`) and stores
 trust as Codex's own /hooks review does (`config/batchWrite`). Where no Codex can be asked, the key and the hash are
@@ -28,11 +30,10 @@ from typing import Any, NamedTuple
 import tomlkit
 from tomlkit.items import InlineTable, Table
 
-EVENT = "session_start"  # Codex's label for SessionStart in trust keys and hashes
 DEFAULT_TIMEOUT = 600  # seconds; what Codex assumes when an entry names none
 APP_SERVER_DEADLINE = 20.0  # seconds for the whole conversation with `codex app-server`
 
-Position = tuple[int, int]  # (group, handler) within SessionStart
+Position = tuple[str, int, int]  # (event as hooks.json names it, group, handler)
 
 
 class Listed(NamedTuple):
@@ -49,13 +50,19 @@ class Unavailable(Exception):
     """Codex's app-server could not be asked (no Codex, too old, or it failed)."""
 
 
-def key(hooks_json: Path, group: int, handler: int) -> str:
-    """The trust key Codex gives the handler at this position of SessionStart in this hooks.json."""
-    return f"{hooks_json}:{EVENT}:{group}:{handler}"
+def label(event: str) -> str:
+    """Codex's name for an event in trust keys and hashes: `SessionStart` is `session_start`."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
 
 
-def entry_hash(entry: Mapping[str, Any], matcher: str | None) -> str:
-    """The hash Codex computes for a command handler of SessionStart: its normalised identity (defaults filled in,
+def key(hooks_json: Path, position: Position) -> str:
+    """The trust key Codex gives the handler at this position in this hooks.json."""
+    event, group, handler = position
+    return f"{hooks_json}:{label(event)}:{group}:{handler}"
+
+
+def entry_hash(entry: Mapping[str, Any], matcher: str | None, event: str) -> str:
+    """The hash Codex computes for a command handler of this event: its normalised identity (defaults filled in,
     unset fields left out), as compact JSON with sorted keys."""
     handler: dict[str, Any] = {
         "type": "command",
@@ -66,7 +73,7 @@ def entry_hash(entry: Mapping[str, Any], matcher: str | None) -> str:
     for name in ("statusMessage", "additionalContextLimit"):
         if entry.get(name) is not None:
             handler[name] = entry[name]
-    identity: dict[str, Any] = {"event_name": EVENT, "hooks": [handler]}
+    identity: dict[str, Any] = {"event_name": label(event), "hooks": [handler]}
     if matcher is not None:
         identity["matcher"] = matcher
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -206,17 +213,22 @@ class AppServer:
 
 # -- the trust state in config.toml -------------------------------------------------------------------------------
 
-_KEY = re.compile(rf"^(?P<path>.+):{EVENT}:(?P<group>\d+):(?P<handler>\d+)$")
+_KEY = re.compile(r"^(?P<path>.+):(?P<event>[a-z_]+):(?P<group>\d+):(?P<handler>\d+)$")
 
 
-def _positions(state: Table | InlineTable, hooks_json: Path) -> dict[Position, str]:
-    """The SessionStart trust keys of this hooks.json, by position."""
+def _positions(state: Table | InlineTable, hooks_json: Path) -> dict[tuple[str, int, int], str]:
+    """The trust keys of this hooks.json, by (event label, group, handler)."""
     found = {}
     for name in state:
         matched = _KEY.match(name)
         if matched and _same_file(matched["path"], hooks_json):
-            found[(int(matched["group"]), int(matched["handler"]))] = name
+            found[(matched["event"], int(matched["group"]), int(matched["handler"]))] = name
     return found
+
+
+def _labelled(position: Position) -> tuple[str, int, int]:
+    event, group, handler = position
+    return label(event), group, handler
 
 
 def _same_file(recorded: str, hooks_json: Path) -> bool:
@@ -230,51 +242,51 @@ def _state(document: tomlkit.TOMLDocument) -> Table | InlineTable | None:
 
 
 def trusted_hash(text: str, hooks_json: Path, position: Position) -> str | None:
-    """The hash config.toml trusts for the SessionStart handler at this position, if any."""
+    """The hash config.toml trusts for the handler at this position, if any."""
     state = _state(tomlkit.parse(text))
-    name = _positions(state, hooks_json).get(position) if state is not None else None
+    name = _positions(state, hooks_json).get(_labelled(position)) if state is not None else None
     value = state.get(name) if state is not None and name is not None else None
     found = value.get("trusted_hash") if isinstance(value, Mapping) else None
     return found if isinstance(found, str) else None
 
 
 def moved(text: str, hooks_json: Path, moves: Mapping[Position, Position | None]) -> str:
-    """config.toml with the trust of each moved SessionStart handler carried to its new position (None: its trust
-    is dropped). Every other key, comment and table stays as it was."""
+    """config.toml with the trust of each moved handler carried to its new position (None: its trust is dropped).
+    Every other key, comment and table stays as it was."""
     document = tomlkit.parse(text)
     state = _state(document)
     if state is None:
         return text
     by_position = _positions(state, hooks_json)
-    carried = {}
+    carried = []
     for old, new in sorted(moves.items()):
-        name = by_position.get(old)
+        name = by_position.get(_labelled(old))
         if name is None or old == new:
             continue
-        carried[(old, new)] = state[name]
+        carried.append((new, state[name]))
         del state[name]
-    for (_, new), value in carried.items():  # re-added in their old order, each under its new key
+    for new, value in carried:  # re-added in their old order, each under its new key
         if new is None:
             continue
-        stale = _positions(state, hooks_json).get(new)
+        stale = _positions(state, hooks_json).get(_labelled(new))
         if stale is not None:
             del state[stale]
-        state[key(hooks_json, *new)] = value
+        state[key(hooks_json, new)] = value
     return tomlkit.dumps(document)
 
 
 def with_trust(text: str, hooks_json: Path, position: Position, digest: str) -> str:
-    """config.toml trusting the SessionStart handler at this position with this hash, as Codex records it."""
+    """config.toml trusting the handler at this position with this hash, as Codex records it."""
     document = tomlkit.parse(text)
     hooks = document.setdefault("hooks", tomlkit.table(is_super_table=True))
     state = hooks.setdefault("state", tomlkit.table(is_super_table=True)) if isinstance(hooks, Table) else None
     if not isinstance(state, Table | InlineTable):
         raise ValueError("its `hooks.state` is not a table")
-    name = _positions(state, hooks_json).get(position)
+    name = _positions(state, hooks_json).get(_labelled(position))
     if name is not None and isinstance(state[name], Table | InlineTable):
         state[name]["trusted_hash"] = digest  # in place: an `enabled` beside it stays as the user set it
     else:
         entry = tomlkit.table()
         entry["trusted_hash"] = digest
-        state[key(hooks_json, *position)] = entry
+        state[key(hooks_json, position)] = entry
     return tomlkit.dumps(document)

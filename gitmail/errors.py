@@ -26,6 +26,11 @@ class MailboxError(GitmailError):
     """The mailbox repository is missing, damaged, locked too long or of an unsupported kind."""
 
 
+class Transient(MailboxError):
+    """A write failed because something changed the mailbox underneath it (a user's `git gc` removing an object
+    directory or an unreferenced object mid-write): done again from the start, it succeeds."""
+
+
 class MailboxBusy(MailboxError):
     """Another gitmail process held the write lock for longer than this one would wait."""
 

@@ -12,7 +12,18 @@
 moment=$1 host=$2 python=$3 watch=${4:-}
 [ -n "$python" ] || exit 0
 
-run() { exec "$python" -m gitmail hook "$moment" --host "$host" $watch; }
+# Python's gitmail: this interpreter, or (when it is gone: a removed virtualenv) `gitmail` on PATH, or nothing.
+gitmail() {
+    if command -v "$python" >/dev/null 2>&1; then
+        "$python" -m gitmail hook "$moment" --host "$host" $watch
+    elif command -v gitmail >/dev/null 2>&1; then
+        command gitmail hook "$moment" --host "$host" $watch
+    fi
+}
+run() {
+    gitmail
+    exit $?
+}
 
 mailbox=${GITMAIL_DIR:-${HOME:-}/.gitmail/mail.git}
 case $mailbox in /*) ;; *) run ;; esac
@@ -32,6 +43,20 @@ if [ -z "$session" ]; then
     esac
 fi
 case $session in '' | *[!A-Za-z0-9_-]*) session= ;; esac
+
+# Whether the session is in a turn ("busy" from a prompt or a tool call until the turn ends): a wake must not break
+# into a turn, whose next tool call or end brings the mail as context. Kept here on every call, since most calls
+# start no Python; written only when it changes.
+if [ -n "$session" ] && [ -d "$mailbox/gitmail/sessions" ]; then
+    turn=$mailbox/gitmail/sessions/$host-$session.turn
+    state=
+    read -r state 2>/dev/null <"$turn"
+    case $moment in
+    tool | prompt) [ "$state" = busy ] || { echo busy >"$turn"; } 2>/dev/null ;;
+    stop | session-start) [ "$state" = idle ] || { echo idle >"$turn"; } 2>/dev/null ;;
+    wake) [ "$state" = busy ] && exit 0 ;;
+    esac
+fi
 
 # The repository: the nearest directory up from here with a .git (Python checks it properly when it runs). The
 # host may start this with a PWD of its own; `cd -P .` makes PWD the real working directory, without a process.
@@ -94,5 +119,5 @@ fi
 {
     printf '%s' "$head"
     exec cat
-} | "$python" -m gitmail hook "$moment" --host "$host" $watch
+} | gitmail
 exit $?

@@ -109,6 +109,7 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
         channel = delivery.Channel.NOTICE  # these hosts carry it as a user turn: gitmail's own words only
     if moment is delivery.Moment.WAKE and not wake_enabled(store):
         return Answer()
+    limit, window = wake_limits(store)
     result = delivery.deliver(
         store,
         reader,
@@ -116,6 +117,8 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
         channel=channel,
         deadline=deadline,
         continuing=payload.get("stop_hook_active") is True,
+        wake_limit=limit,
+        wake_window=window,
     )
     watched = [str(p) for p in stamps.ensure(store.path, repo)] if watch and wake_enabled(store) else []
     reply = answer(host, moment, event, result.text, watched)
@@ -151,6 +154,19 @@ def wake_enabled(store: Any) -> bool:
     if os.environ.get("GITMAIL_WAKE", "").strip().lower() in ("0", "false", "no", "off"):
         return False
     return bool(store.flag("wake"))
+
+
+def wake_limits(store: Any) -> tuple[int, float]:
+    """At most this many wakes per this many seconds per session: `gitmail.wakeLimit` and `gitmail.wakeWindow` in
+    the mailbox's config, else the defaults."""
+    from gitmail import delivery
+
+    try:
+        limit = max(0, int(store.setting("wakeLimit") or delivery.WAKE_LIMIT))
+        window = max(0.0, float(store.setting("wakeWindow") or delivery.WAKE_WINDOW))
+    except ValueError:
+        return delivery.WAKE_LIMIT, delivery.WAKE_WINDOW
+    return limit, window
 
 
 def _cwd(payload: dict[str, Any]) -> str:

@@ -1,10 +1,16 @@
-"""Install and uninstall the session-start hook in Claude Code and Codex, and report on it.
+"""Install and uninstall gitmail's hooks in Claude Code and Codex, and report on them.
 
-Entries are marked so uninstall removes exactly them; a second install changes no byte; every unrelated key, hook
-and formatting choice is kept; each file is backed up before its first change and written atomically; a settings
-file that does not parse is refused and left untouched. Changes are planned for every host first and written only
-if all of them could be planned. For Codex, the hook is also trusted the way Codex records trust (see
-gitmail.codex_trust), and the trust of the user's own hooks moves with them when gitmail's entry is removed.
+gitmail answers a host at every moment it offers (see MOMENTS and EVENTS): a session starting, a tool call, the next
+prompt, a turn's end, an idle session's wake (Claude Code only) and a session's end. Each moment is one entry of its
+own group, with no matcher, under the host's event; the moments inside a running session go through hook.sh, which
+decides with shell built-ins whether anything is new before it starts Python.
+
+Entries are marked (`# gitmail:<moment>`) so uninstall removes exactly them; a second install changes no byte; every
+unrelated key, hook and formatting choice is kept; each file is backed up before its first change and written
+atomically; a settings file that does not parse is refused and left untouched. Changes are planned for every host
+first and written only if all of them could be planned. For Codex, gitmail's hooks are also trusted the way Codex
+records trust (see gitmail.codex_trust), the trust of the user's own hooks moves with them when gitmail's entries
+come or go, and the mailbox is made writable from Codex's workspace-write sandbox.
 """
 
 from __future__ import annotations
@@ -17,28 +23,68 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import tomlkit
-from tomlkit.items import InlineTable
 
-from gitmail import codex_trust, jsonedit
+from gitmail import codex_config, codex_trust, jsonedit
 from gitmail.codex_trust import Position
-from gitmail.errors import GitmailError
+from gitmail.errors import GitmailError, UsageError
 
-MARK = "# gitmail:session-start"  # a shell comment ending the command: how uninstall knows its own entries
-TIMEOUT = 10  # seconds; the hook itself waits at most a few for a busy mailbox
+MOMENTS = ("start", "tool", "prompt", "stop", "wake", "end")  # what `--moments` names, in this order
+EVENTS = {  # the host event that carries each moment; a moment a host lacks is not there
+    "claude": {
+        "start": "SessionStart",  # every source: startup, resume, fork, clear, compact
+        "tool": "PostToolBatch",  # once per batch of tool calls, beside their results
+        "prompt": "UserPromptSubmit",
+        "stop": "Stop",
+        "wake": "FileChanged",  # a stamp file SessionStart named in watchPaths changed; asyncRewake starts a turn
+        "end": "SessionEnd",
+    },
+    "codex": {
+        "start": "SessionStart",
+        "tool": "PostToolUse",
+        "prompt": "UserPromptSubmit",
+        "stop": "Stop",
+        "end": "SessionEnd",
+    },
+}
 HOSTS = ("claude", "codex")
+QUIET = ("start", "tool", "prompt", "stop", "wake")  # through hook.sh: no Python when nothing changed
+TIMEOUT = 10  # seconds; the hook itself waits at most a few for a busy mailbox
+END_TIMEOUT = 3  # Codex runs SessionEnd hooks for at most 3 s, and hashes the entry as if it said so
 BACKUP = ".gitmail-backup"  # the file as it was before gitmail first changed it
-TOML_MARK = "added by gitmail"
-INLINE_MARK = "gitmail added codex_hooks"  # an inline table has no room for a comment per key
-CODEX_HOOKS_DEFAULT_ON = (0, 130)  # older Codex releases run hooks only behind [features] codex_hooks
 SILENT_SKIP = "Codex skips an untrusted hook without a word, in `codex exec` too"
-HOW_TO_TRUST = "open /hooks in Codex and trust gitmail's hook"
-TRUST_PREVIEW = "would trust gitmail's hook for Codex, as its /hooks review does (--no-trust leaves that to you)"
+HOW_TO_TRUST = "open /hooks in Codex and trust gitmail's hooks"
+TRUST_PREVIEW = "would trust gitmail's hooks for Codex, as its /hooks review does (--no-trust leaves that to you)"
+NO_WAKE = "Codex cannot wake a session that waits for its user: mail that arrives meanwhile comes with the next prompt"
+
+
+def _hook_name(moment: str) -> str:
+    """`gitmail hook`'s name for a moment."""
+    return {"start": "session-start", "end": "session-end"}.get(moment, moment)
+
+
+def marker(moment: str) -> str:
+    """The shell comment that ends gitmail's command for this moment: how uninstall knows its own entries."""
+    return f"# gitmail:{_hook_name(moment)}"
+
+
+MARK = marker("start")  # the session-start entry's mark, the same as the first releases wrote
+_MARKED = re.compile(r"# gitmail:([a-z-]+)\s*$")
+
+
+def parse_moments(text: str) -> tuple[str, ...]:
+    """`--moments start,tool,…` as a tuple in MOMENTS order; a usage error for anything else."""
+    chosen = {word.strip() for word in text.split(",") if word.strip()}
+    unknown = sorted(chosen - set(MOMENTS))
+    if unknown or not chosen:
+        raise UsageError(f"--moments takes a comma-separated list of {', '.join(MOMENTS)} (got {text!r})")
+    if "wake" in chosen and "start" not in chosen:
+        raise UsageError("--moments: wake needs start (a session is woken through the files its start watches)")
+    return tuple(m for m in MOMENTS if m in chosen)
 
 
 class Change(NamedTuple):
@@ -62,7 +108,7 @@ class Change(NamedTuple):
 
 
 class CodexTrust(NamedTuple):
-    """gitmail's Codex hook, to be trusted once its hooks.json is written."""
+    """gitmail's Codex hooks, to be trusted once their hooks.json is written."""
 
     hooks_json: Path
     config: Path
@@ -72,13 +118,53 @@ class Plan(NamedTuple):
     changes: list[Change]
     notes: list[str]
     trust: CodexTrust | None = None
+    folders: tuple[Path, ...] = ()  # to exist before the hosts next run (Codex's sandbox refuses a missing root)
 
 
-def hook_command(python: str | None = None) -> str:
-    """The installed command: this interpreter (so no virtualenv needs to be active), then `gitmail` on PATH;
-    it ends in `true` so even a vanished installation cannot fail a session."""
+# -- what gets installed --------------------------------------------------------------------------------------------
+
+
+def hook_script() -> Path:
+    """hook.sh as installed with this gitmail (package data beside this module)."""
+    return Path(__file__).resolve().with_name("hook.sh")
+
+
+def command(moment: str, host: str, *, python: str | None = None, watch: bool = False) -> str:
+    """The installed command for one moment. It names this interpreter, so no virtualenv needs to be active.
+    Session start and the moments inside a session run hook.sh, which starts Python only when something may have
+    changed (a session start that would repeat the last one is answered from what that one kept); session end runs
+    Python directly, falling back to `gitmail` on PATH. None fails a session: all but the wake end in `true` (a wake
+    must pass on its exit status 2, which is how Claude Code is asked to start a turn)."""
     interpreter = shlex.quote(python or sys.executable)
-    return f"{interpreter} -m gitmail hook session-start || gitmail hook session-start || true {MARK}"
+    name = _hook_name(moment)
+    if moment in QUIET:
+        run = f"sh {shlex.quote(str(hook_script()))} {name} {host} {interpreter}" + (" --watch" if watch else "")
+        if moment == "start":  # hook.sh itself gone (gitmail moved): the gitmail on PATH, if any
+            run += f" || gitmail hook {name} --host {host}" + (" --watch" if watch else "")
+        return f"{run} {marker(moment)}" if moment == "wake" else f"{run} || true {marker(moment)}"
+    arguments = f"hook {name} --host {host}" + (" --watch" if watch else "")
+    return f"{interpreter} -m gitmail {arguments} || gitmail {arguments} || true {marker(moment)}"
+
+
+def hook_command(python: str | None = None, *, host: str = "claude", watch: bool = False) -> str:
+    """The session-start command."""
+    return command("start", host, python=python, watch=watch)
+
+
+def entries(host: str, moments: Sequence[str] = MOMENTS, *, python: str | None = None) -> dict[str, dict[str, Any]]:
+    """Host event -> gitmail's entry, for the chosen moments this host has."""
+    chosen = [m for m in moments if m in EVENTS[host]]
+    found = {}
+    for moment in chosen:
+        entry: dict[str, Any] = {
+            "type": "command",
+            "command": command(moment, host, python=python, watch=moment == "start" and "wake" in chosen),
+            "timeout": END_TIMEOUT if moment == "end" else TIMEOUT,
+        }
+        if moment == "wake":
+            entry["asyncRewake"] = True  # runs beside the session; exit 2 starts a turn with its stderr
+        found[EVENTS[host][moment]] = entry
+    return found
 
 
 def codex_home(home: Path) -> Path:
@@ -88,8 +174,17 @@ def codex_home(home: Path) -> Path:
 
 
 def settings_paths(home: Path) -> dict[str, Path]:
-    """Each host's file holding gitmail's hook."""
+    """Each host's file holding gitmail's hooks."""
     return {"claude": home / ".claude" / "settings.json", "codex": codex_home(home) / "hooks.json"}
+
+
+def mailbox_folder() -> Path:
+    """What a Codex session must be able to write to archive and answer its mail: ~/.gitmail (the mailbox, the
+    folder it is created in, the log beside it), or the mailbox $GITMAIL_DIR names."""
+    from gitmail.store import MAILBOX_ENV, default_path
+
+    path = default_path()
+    return path if os.environ.get(MAILBOX_ENV) else path.parent
 
 
 def detect_hosts(home: Path) -> list[str]:
@@ -106,36 +201,49 @@ def plan(
     home: Path,
     hosts: Sequence[str],
     install: bool,
-    command: str | None = None,
+    moments: Sequence[str] = MOMENTS,
+    python: str | None = None,
     codex_version: tuple[int, ...] | None = None,
     trust: bool = True,
+    writable: Path | None = None,
 ) -> Plan:
-    command = command or hook_command()
+    """What install (or uninstall) would change, for each host. `writable`: the folder Codex's sandbox is to let
+    sessions write (default: the mailbox's, see mailbox_folder)."""
     changes: list[Change | None] = []
     notes: list[str | None] = []
     trusted = None
+    folders: list[Path] = []
     paths = settings_paths(home)
     if "claude" in hosts:
-        changes.append(_hooks_file(paths["claude"], install, command)[0])
+        wanted = entries("claude", moments, python=python) if install else {}
+        changes.append(_hooks_file(paths["claude"], wanted)[0])
     if "codex" in hosts:
         hooks_json = paths["codex"]
         config = hooks_json.with_name("config.toml")
-        hooks_change, moves = _hooks_file(hooks_json, install, command)
-        config_change, note = _codex_config(config, install, codex_version, hooks_json, moves)
+        wanted = entries("codex", moments, python=python) if install else {}
+        hooks_change, moves = _hooks_file(hooks_json, wanted)
+        root = (writable or mailbox_folder()) if install else None
+        config_change, config_notes = _codex_config(config, install, codex_version, hooks_json, moves, root)
         changes += [hooks_change, config_change]
-        notes.append(note)
-        if install and trust:
+        notes += config_notes
+        config_now = config_change.after if config_change is not None else _read(config)
+        if root is not None and codex_config.has_root(config_now or "", root):
+            folders.append(root)
+        if install and "wake" in moments:
+            notes.append(NO_WAKE)
+        if install and trust and wanted:
             trusted = CodexTrust(hooks_json, config)
-        elif install:
-            notes.append(f"{SILENT_SKIP}: {HOW_TO_TRUST} (/hooks lists it under {hooks_json}).")
-    return Plan([c for c in changes if c is not None], [n for n in notes if n], trusted)
+        elif install and wanted:
+            notes.append(f"{SILENT_SKIP}: {HOW_TO_TRUST} (/hooks lists them under {hooks_json}).")
+    return Plan([c for c in changes if c is not None], [n for n in notes if n], trusted, tuple(folders))
 
 
-def apply(changes: Sequence[Change], trust: CodexTrust | None = None) -> list[str]:
-    """Write the changed files (backing each up first, once), then trust gitmail's Codex hook if asked; return
-    what was done, one line per file."""
+def apply(plan: Plan) -> list[str]:
+    """Write the changed files (backing each up first, once), make the folders the plan needs, then trust
+    gitmail's Codex hooks if asked; return what was done, one line per file."""
     done = []
-    for change in changes:
+    created = {change.path for change in plan.changes if change.before is None}
+    for change in plan.changes:
         if not change.changed:
             done.append(f"{change.path}: unchanged")
             continue
@@ -146,8 +254,10 @@ def apply(changes: Sequence[Change], trust: CodexTrust | None = None) -> list[st
         backup = _backup(change.path)
         _write(change.path, change.after)
         done.append(f"{change.path}: updated" + (f" (backup: {backup.name})" if backup.exists() else ""))
-    if trust is not None:
-        done.append(_trust(trust))
+    for folder in plan.folders:
+        _make_folder(folder)
+    if plan.trust is not None:
+        done.append(_trust(plan.trust, backup=plan.trust.config not in created))
     return done
 
 
@@ -165,75 +275,112 @@ def codex_version() -> tuple[int, ...] | None:
 
 
 class HostStatus(NamedTuple):
-    """gitmail's hook in one host, as found on this machine."""
+    """gitmail's hooks in one host, as found on this machine."""
 
     host: str  # "claude" or "codex"
-    path: Path  # the settings file that holds (or would hold) the hook
-    installed: bool
-    command: str | None  # the installed command (the first, if several)
-    runs: bool | None  # whether that command still finds a gitmail to run (None: not installed)
-    trust: str | None  # Codex only: "trusted", "untrusted", "modified", "disabled" or "unknown"
+    path: Path  # the settings file that holds (or would hold) the hooks
+    installed: bool  # any gitmail hook at all
+    command: str | None  # the session-start command (or the first installed, without one)
+    runs: bool | None  # whether the installed commands still find a gitmail to run (None: not installed)
+    trust: str | None  # Codex only: "trusted" when Codex trusts every gitmail hook, else the first other status
     detail: str  # one line for people
+    moments: tuple[str, ...] = ()  # the active moments, as `--moments` names them
 
 
 def status(home: Path, hosts: Sequence[str] = HOSTS) -> list[HostStatus]:
-    """For each host: is gitmail's hook installed, does its command still run, and (Codex) is it trusted."""
+    """For each host: which of gitmail's moments are installed, whether their commands still run, and (Codex)
+    whether Codex trusts them."""
     found = []
     for host, path in settings_paths(home).items():
         if host not in hosts:
             continue
         try:
             text = _read(path)
-            places = _our_places(text) if text and text.strip() else []
-        except (GitmailError, ValueError, AttributeError) as error:
+            document = _load_json(path, text)
+        except GitmailError as error:
             found.append(HostStatus(host, path, False, None, None, None, f"{path} cannot be read: {error}"))
             continue
-        if not places:
+        ours = [(place, entry) for place, entry in _places(document) if isinstance(entry, dict) and _is_ours(entry)]
+        if not ours:
             found.append(HostStatus(host, path, False, None, None, None, f"not installed in {path}"))
             continue
-        assert text is not None
-        group, entry = places[0]
-        document = json.loads(text)
-        command = str(document["hooks"]["SessionStart"][group]["hooks"][entry]["command"])
-        runs, how = _still_runs(command)
-        trust = _trust_state(path, (group, entry), document) if host == "codex" else None
-        detail = f"installed in {path}; {how}" + (f"; Codex trust: {trust}" if trust else "")
-        found.append(HostStatus(host, path, True, command, runs, trust, detail))
+        by_moment = {_moment_of(entry): entry for _, entry in reversed(ours)}
+        moments = tuple(m for m in MOMENTS if m in by_moment)
+        first = str((by_moment.get("start") or ours[0][1])["command"])
+        runs, how = _still_runs([str(entry["command"]) for _, entry in ours])
+        trust = _trust_state(path, document, [place for place, _ in ours]) if host == "codex" else None
+        detail = f"installed in {path} ({', '.join(moments)}); {how}" + (f"; Codex trust: {trust}" if trust else "")
+        if host == "codex":
+            detail += _sandbox_detail(path.with_name("config.toml"))
+        found.append(HostStatus(host, path, True, first, runs, trust, detail, moments))
     return found
 
 
-def _still_runs(command: str) -> tuple[bool, str]:
-    """Whether the installed command finds a gitmail: its interpreter first, then `gitmail` on PATH."""
-    words = shlex.split(command, comments=True)
-    attempts = []
-    if words[1:3] == ["-m", "gitmail"]:
-        attempts.append(([words[0], "-m", "gitmail", "--version"], f"{words[0]} -m gitmail"))
-    if shutil.which("gitmail"):
-        attempts.append((["gitmail", "--version"], "gitmail on PATH"))
-    for argv, label in attempts:
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if done.returncode == 0:
-            return True, f"runs ({label}: {done.stdout.strip()})"
-    return False, "its command no longer finds gitmail (reinstall: gitmail install)"
+def _still_runs(commands: Iterable[str]) -> tuple[bool, str]:
+    """Whether the installed commands find a gitmail: each one's interpreter (and hook.sh), else `gitmail` on PATH
+    for the commands that fall back to it."""
+    falls_back: dict[str, bool] = {}  # interpreter -> whether every command naming it falls back to PATH
+    for text in commands:
+        words = shlex.split(text, comments=True)
+        if words[:1] == ["sh"] and len(words) >= 5:
+            if not os.path.exists(words[1]):
+                return False, f"{words[1]} is gone (reinstall: gitmail install)"
+            falls_back[words[4]] = False
+        elif words[1:3] == ["-m", "gitmail"]:
+            falls_back[words[0]] = falls_back.get(words[0], True)
+    how = "gitmail on PATH"
+    for python, fallback in falls_back.items():
+        version = _version([python, "-m", "gitmail", "--version"])
+        if version:
+            how = f"{python} -m gitmail: {version}"
+        elif not (fallback and shutil.which("gitmail") and _version(["gitmail", "--version"])):
+            return False, f"{python} no longer runs gitmail (reinstall: gitmail install)"
+    return True, f"runs ({how})"
 
 
-def _trust_state(hooks_json: Path, position: Position, document: dict[str, Any]) -> str:
+def _version(argv: list[str]) -> str | None:
     try:
-        for listed in codex_trust.list_hooks(hooks_json.parent):
-            if listed.command.rstrip().endswith(MARK) and _same_file(listed.source_path, hooks_json):
-                return listed.trust_status
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _trust_state(hooks_json: Path, document: dict[str, Any], places: list[Position]) -> str:
+    """How Codex trusts gitmail's hooks: asked through its app-server, else as config.toml records it."""
+    try:
+        listed = [h for h in codex_trust.list_hooks(hooks_json.parent) if _listed_ours(h, hooks_json)]
+        if listed:
+            return next((h.trust_status for h in listed if h.trust_status not in ("trusted", "managed")), "trusted")
     except codex_trust.Unavailable:
         pass
-    group = document["hooks"]["SessionStart"][position[0]]
-    expected = codex_trust.entry_hash(group["hooks"][position[1]], group.get("matcher"))
     try:
-        recorded = codex_trust.trusted_hash(_read(hooks_json.with_name("config.toml")) or "", hooks_json, position)
+        config = _read(hooks_json.with_name("config.toml")) or ""
+        states = []
+        for place in places:
+            recorded = codex_trust.trusted_hash(config, hooks_json, place)
+            expected = _hash_at(document, place)
+            states.append("untrusted" if recorded is None else "trusted" if recorded == expected else "modified")
     except (GitmailError, tomlkit.exceptions.TOMLKitError):
         return "unknown"
-    return "untrusted" if recorded is None else "trusted" if recorded == expected else "modified"
+    return next((s for s in states if s != "trusted"), "trusted")
+
+
+def _sandbox_detail(config: Path) -> str:
+    try:
+        text = _read(config) or ""
+    except GitmailError:
+        return ""
+    folder = mailbox_folder()
+    if not codex_config.has_root(text, folder):
+        return f"; Codex's sandbox does not let sessions write {folder} (reinstall: gitmail install --codex)"
+    if not folder.is_dir():
+        return f"; Codex's sandbox names {folder}, which is missing: Codex cannot run commands until it exists"
+    return f"; sessions may write {folder} from Codex's sandbox"
+
+
+def _listed_ours(listed: codex_trust.Listed, hooks_json: Path) -> bool:
+    return bool(_MARKED.search(listed.command)) and _same_file(listed.source_path, hooks_json)
 
 
 def _same_file(recorded: str, path: Path) -> bool:
@@ -243,89 +390,105 @@ def _same_file(recorded: str, path: Path) -> bool:
 # -- the JSON hook files (same shape for both hosts) -------------------------------------------------------------
 
 
-def _hooks_file(path: Path, install: bool, command: str) -> tuple[Change | None, dict[Position, Position | None]]:
-    """The change to one hooks file, and where each SessionStart handler it moves goes (None: removed)."""
+def _hooks_file(path: Path, wanted: dict[str, dict[str, Any]]) -> tuple[Change | None, dict[Position, Position | None]]:
+    """The change to one hooks file (gitmail's entries made exactly `wanted`: host event -> entry), and where each
+    handler it moves goes (None: removed)."""
     before = _read(path)
-    if before is None and not install:
+    if before is None and not wanted:
         return None, {}
     data = _load_json(path, before)
-    wanted = _with_hook(json.loads(json.dumps(data)), install, command, path)
-    moves = _moves(data, wanted)
-    if wanted == data:
+    after_data = _with_hooks(json.loads(json.dumps(data)), wanted, path)
+    moves = _moves(data, after_data)
+    if after_data == data:
         return (Change(path, before, before) if before is not None else None), moves
-    if not wanted and not path.with_name(path.name + BACKUP).exists():
+    if not after_data and not path.with_name(path.name + BACKUP).exists():
         return Change(path, before, None), moves  # gitmail made this file: uninstall removes it
-    after = _edited(before, install, command) if before and before.strip() else None
-    if after is None or json.loads(after) != wanted:  # the in-place edit is a courtesy; correctness comes first
-        after = _dump_json(wanted, before)
+    after = _edited(before, wanted) if before and before.strip() else None
+    if after is None or json.loads(after) != after_data:  # the in-place edit is a courtesy; correctness comes first
+        after = _dump_json(after_data, before)
     return Change(path, before, after), moves
 
 
-def _with_hook(data: dict[str, Any], install: bool, command: str, path: Path) -> dict[str, Any]:
-    """The settings as they should be: the model the in-place edit must match. gitmail's entry lives in a group
-    of its own with no matcher, so it runs for every way a session starts, including ones hosts add later."""
-    had = ("hooks" in data, "SessionStart" in data.get("hooks", {}))
+def _events(hooks: object, wanted: dict[str, Any]) -> list[str]:
+    """The events to look at: those that hold a gitmail entry now, then those that are to."""
+    present = {e: groups for e, groups in hooks.items() if isinstance(groups, list)} if isinstance(hooks, dict) else {}
+    ours = [e for e, groups in present.items() if e in wanted or any(_has_ours(g) for g in groups)]
+    return ours + [e for e in wanted if e not in present]
+
+
+def _with_hooks(data: dict[str, Any], wanted: dict[str, dict[str, Any]], path: Path) -> dict[str, Any]:
+    """The settings as they should be: the model the in-place edit must match. Each of gitmail's entries lives in a
+    group of its own with no matcher, so it runs for every source and every tool, including ones hosts add later."""
+    had_hooks = "hooks" in data
     hooks = _child(data, "hooks", {}, path)
-    groups = _child(hooks, "SessionStart", [], path)
-    ours = _group(_entry(command))
-    kept = _kept_group(groups) if install else None
-    removed = False
-    for index, group in reversed(list(enumerate(groups))):
-        if index == kept or not _has_ours(group):
-            continue
-        group["hooks"] = [e for e in group["hooks"] if not _is_ours(e)]
-        removed = True
-        if not group["hooks"]:
-            del groups[index]
-    if kept is not None:
-        groups[kept] = ours
-    elif install:
-        groups.append(ours)
-    # Containers this edit emptied, or only just made, go; an empty one the user had stays.
-    if not groups and (removed or not had[1]):
-        del hooks["SessionStart"]
-    if not hooks and (removed or not had[0]):
+    removed_any = False
+    for event in _events(hooks, wanted):
+        had = event in hooks
+        groups = _child(hooks, event, [], path)
+        kept = _kept_group(groups) if event in wanted else None
+        removed = False
+        for index, group in reversed(list(enumerate(groups))):
+            if index == kept or not _has_ours(group):
+                continue
+            group["hooks"] = [e for e in group["hooks"] if not _is_ours(e)]
+            removed = True
+            if not group["hooks"]:
+                del groups[index]
+        if kept is not None:
+            groups[kept] = _group(wanted[event])
+        elif event in wanted:
+            groups.append(_group(wanted[event]))
+        # Containers this edit emptied, or only just made, go; an empty one the user had stays.
+        if not groups and (removed or not had):
+            del hooks[event]
+        removed_any = removed_any or removed
+    if not hooks and (removed_any or not had_hooks):
         del data["hooks"]
     return data
 
 
-def _edited(text: str, install: bool, command: str) -> str:
+def _edited(text: str, wanted: dict[str, dict[str, Any]]) -> str:
     """The same change made in the text itself, so every other byte of the user's file stays as it was."""
-    ours = _group(_entry(command))
-    session = _session(text)
-    groups = session.value(text) if session is not None else []
-    kept = _kept_group(groups) if install else None
-    if kept is not None and groups[kept] != ours:
-        assert session is not None
-        text = jsonedit.replace(text, session.items[kept], ours)
-    for group, entry in reversed(_our_places(text)):  # last first, so earlier positions stay valid
+    for event in _events(json.loads(text).get("hooks"), wanted):
+        text = _edited_event(text, event, wanted.get(event))
+    return text
+
+
+def _edited_event(text: str, event: str, entry: dict[str, Any] | None) -> str:
+    groups_node = _event_node(text, event)
+    groups = groups_node.value(text) if groups_node is not None else []
+    kept = _kept_group(groups) if entry is not None else None
+    if kept is not None and entry is not None and groups[kept] != _group(entry):
+        assert groups_node is not None
+        text = jsonedit.replace(text, groups_node.items[kept], _group(entry))
+    for group, handler in reversed(_our_places_in(text, event)):  # last first, so earlier positions stay valid
         if group == kept:
             continue
-        session = _session(text)
-        assert session is not None
-        entries = session.items[group].get("hooks")
-        assert entries is not None
-        if len(entries.items) > 1:
-            text = jsonedit.remove(text, entries, entry)
+        groups_node = _event_node(text, event)
+        assert groups_node is not None
+        handlers = groups_node.items[group].get("hooks")
+        assert handlers is not None
+        if len(handlers.items) > 1:
+            text = jsonedit.remove(text, handlers, handler)
             continue
-        text = jsonedit.remove(text, session, group)
-        if not install and not _session(text).items:  # type: ignore[union-attr]  # prune what this emptied
+        text = jsonedit.remove(text, groups_node, group)
+        if entry is None and not _event_node(text, event).items:  # type: ignore[union-attr]  # prune what it emptied
             hooks = jsonedit.parse(text).get("hooks")
             assert hooks is not None
-            text = jsonedit.remove_member(text, hooks, "SessionStart")
+            text = jsonedit.remove_member(text, hooks, event)
             root = jsonedit.parse(text)
             hooks = root.get("hooks")
             if hooks is not None and not hooks.members:
                 text = jsonedit.remove_member(text, root, "hooks")
-    if install and kept is None:
+    if entry is not None and kept is None:
         root = jsonedit.parse(text)
         hooks_node = root.get("hooks")
         if hooks_node is None:
-            return jsonedit.add_member(text, root, "hooks", {"SessionStart": [ours]})
-        session = hooks_node.get("SessionStart")
-        if session is None:
-            return jsonedit.add_member(text, hooks_node, "SessionStart", [ours])
-        return jsonedit.append_item(text, session, ours)
+            return jsonedit.add_member(text, root, "hooks", {event: [_group(entry)]})
+        groups_node = hooks_node.get(event)
+        if groups_node is None:
+            return jsonedit.add_member(text, hooks_node, event, [_group(entry)])
+        return jsonedit.append_item(text, groups_node, _group(entry))
     return text
 
 
@@ -343,35 +506,39 @@ def _has_ours(group: object) -> bool:
     return isinstance(entries, list) and any(_is_ours(e) for e in entries)
 
 
-def _session(text: str) -> jsonedit.Node | None:
+def _event_node(text: str, event: str) -> jsonedit.Node | None:
     hooks = jsonedit.parse(text).get("hooks")
-    return hooks.get("SessionStart") if hooks else None
+    return hooks.get(event) if hooks else None
 
 
 def _places(document: dict[str, Any]) -> list[tuple[Position, object]]:
-    """Every SessionStart handler with its (group, handler) position."""
+    """Every handler with its (event, group, handler) position."""
     hooks = document.get("hooks")
-    groups = hooks.get("SessionStart") if isinstance(hooks, dict) else None
-    if not isinstance(groups, list):
+    if not isinstance(hooks, dict):
         return []
     return [
-        ((g, e), entry)
+        ((event, g, e), entry)
+        for event, groups in hooks.items()
+        if isinstance(groups, list)
         for g, group in enumerate(groups)
         for e, entry in enumerate(group.get("hooks", []) if isinstance(group, dict) else [])
     ]
 
 
-def _our_places(text: str) -> list[Position]:
-    """(group, entry) positions of gitmail's entries in SessionStart."""
-    return [position for position, entry in _places(json.loads(text)) if _is_ours(entry)]
+def _our_places_in(text: str, event: str) -> list[tuple[int, int]]:
+    """(group, handler) positions of gitmail's entries under this event."""
+    return [(g, h) for (e, g, h), entry in _places(json.loads(text)) if e == event and _is_ours(entry)]
 
 
 def _moves(before: dict[str, Any], after: dict[str, Any]) -> dict[Position, Position | None]:
-    """Where each SessionStart handler of `before` stands in `after`. Others' handlers keep their order, so they
-    pair up in turn; gitmail's keep their position only if updated where they stood."""
+    """Where each handler of `before` stands in `after`. Under each event, others' handlers keep their order, so
+    they pair up in turn; gitmail's keep their position only if updated where they stood."""
     old, new = _places(before), _places(after)
-    theirs = zip([p for p, e in old if not _is_ours(e)], [p for p, e in new if not _is_ours(e)], strict=True)
-    moves: dict[Position, Position | None] = dict(theirs)
+    moves: dict[Position, Position | None] = {}
+    for event in dict.fromkeys(p[0] for p, _ in old):
+        theirs_before = [p for p, e in old if p[0] == event and not _is_ours(e)]
+        theirs_after = [p for p, e in new if p[0] == event and not _is_ours(e)]
+        moves.update(zip(theirs_before, theirs_after, strict=True))
     ours_now = {p for p, e in new if _is_ours(e)}
     for position, entry in old:
         if _is_ours(entry):
@@ -379,16 +546,24 @@ def _moves(before: dict[str, Any], after: dict[str, Any]) -> dict[Position, Posi
     return moves
 
 
+def _hash_at(document: dict[str, Any], place: Position) -> str:
+    event, group, handler = place
+    found = document["hooks"][event][group]
+    return codex_trust.entry_hash(found["hooks"][handler], found.get("matcher"), event)
+
+
 def _group(entry: dict[str, Any]) -> dict[str, Any]:
     return {"hooks": [entry]}
 
 
-def _entry(command: str) -> dict[str, Any]:
-    return {"type": "command", "command": command, "timeout": TIMEOUT}
-
-
 def _is_ours(entry: object) -> bool:
-    return isinstance(entry, dict) and str(entry.get("command", "")).rstrip().endswith(MARK)
+    return isinstance(entry, dict) and bool(_MARKED.search(str(entry.get("command", ""))))
+
+
+def _moment_of(entry: object) -> str:
+    found = _MARKED.search(str(entry.get("command", ""))) if isinstance(entry, dict) else None
+    name = found.group(1) if found else ""
+    return {"session-start": "start", "session-end": "end"}.get(name, name)
 
 
 def _child(parent: dict[str, Any], key: str, default: Any, path: Path) -> Any:
@@ -423,10 +598,7 @@ def _dump_json(data: dict[str, Any], like: str | None) -> str:
     return text + ("\n" if like is None or like.endswith("\n") else "")
 
 
-# -- Codex's config.toml: the old feature flag and the hooks' trust ----------------------------------------------
-
-_FLAG_LINE = re.compile(rf"^[ \t]*(?:features\.)?codex_hooks[ \t]*=[ \t]*true[ \t]*# {TOML_MARK}[ \t]*(?:\n|$)", re.M)
-_OUR_TABLE = re.compile(rf"\n?^\[features\][ \t]*# {TOML_MARK}[ \t]*\n(?=\s*(?:\[|\Z))", re.M)
+# -- Codex's config.toml: the feature flag, the sandbox's writable root, the hooks' trust ------------------------
 
 
 def _codex_config(
@@ -435,121 +607,73 @@ def _codex_config(
     version: tuple[int, ...] | None,
     hooks_json: Path,
     moves: dict[Position, Position | None],
-) -> tuple[Change | None, str | None]:
+    root: Path | None,
+) -> tuple[Change | None, list[str]]:
+    """The change to config.toml (see gitmail.codex_config), with the trust of moved hooks carried along."""
     before = _read(path)
     text = before or ""
-    try:
-        document = tomlkit.parse(text)
-        tomllib.loads(text)  # what Codex itself would refuse, gitmail refuses too
-    except (tomlkit.exceptions.TOMLKitError, tomllib.TOMLDecodeError) as error:
-        raise GitmailError(
-            f"{path} is not valid TOML ({error}); fix it or move it away — nothing was changed"
-        ) from None
-    after, note = (_with_flag if install else _without_flag)(text, document, version, path)
+    codex_config.parsed(text, path)
+    notes: list[str | None] = []
+    if install:
+        after, note = codex_config.with_flag(text, version, path)
+        notes.append(note)
+    else:
+        after = codex_config.without_flag(text)
+    if root is not None:
+        after, note = codex_config.with_root(after, root, path)
+        notes.append(note)
+    else:
+        after = codex_config.without_root(after)
     if any(old != new for old, new in moves.items()):
         carried = codex_trust.moved(after, hooks_json, moves)
-        after = _pruned(carried) if carried != after else after
+        after = codex_config.pruned(carried) if carried != after else after
     if after.strip():  # a table taken out leaves the blank line that led to it: end the file as it ended
         after = after.rstrip("\n") + "\n" * (len(text) - len(text.rstrip("\n")) or after.endswith("\n"))
+    found = [n for n in notes if n]
     if after == text:
-        return None, note
+        return None, found
     if before is not None and not after.strip() and not path.with_name(path.name + BACKUP).exists():
-        return Change(path, before, None), note  # gitmail made this file: uninstall removes it
-    return Change(path, before, after), note
+        return Change(path, before, None), found  # gitmail made this file: uninstall removes it
+    return Change(path, before, after), found
 
 
-def _with_flag(
-    text: str, document: tomlkit.TOMLDocument, version: tuple[int, ...] | None, path: Path
-) -> tuple[str, str | None]:
-    features = document.get("features")
-    enabled = features.get("hooks", features.get("codex_hooks")) if isinstance(features, dict) else None
-    if enabled is False:
-        return text, f"{path} turns Codex hooks off ([features]); gitmail's hook will not run until they are on."
-    if enabled is True or _FLAG_LINE.search(text):
-        return text, None
-    if version is None:
-        return text, "Codex was not found to ask its version; releases before 0.130 need [features] codex_hooks = true."
-    if version >= CODEX_HOOKS_DEFAULT_ON:
-        return text, None
-    if features is None:
-        block = f"[features] # {TOML_MARK}\ncodex_hooks = true # {TOML_MARK}\n"
-        after = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text.strip() else "") + block
-    elif isinstance(features, InlineTable):
-        features["codex_hooks"] = True
-        features.comment(INLINE_MARK)
-        after = tomlkit.dumps(document)
-    else:
-        flag = tomlkit.item(True)
-        flag.comment(TOML_MARK)
-        features["codex_hooks"] = flag
-        after = tomlkit.dumps(document)
-    if tomllib.loads(after).get("features", {}).get("codex_hooks") is not True:
-        raise GitmailError(f"{path}: could not add [features] codex_hooks = true safely; add it by hand")
-    return after, None
-
-
-def _without_flag(
-    text: str, document: tomlkit.TOMLDocument, version: tuple[int, ...] | None, path: Path
-) -> tuple[str, str | None]:
-    features = document.get("features")
-    if isinstance(features, InlineTable) and INLINE_MARK in features.trivia.comment:
-        del features["codex_hooks"]
-        features.trivia.comment, features.trivia.comment_ws = "", ""
-        return tomlkit.dumps(document), None
-    after = _FLAG_LINE.sub("", text, count=1)
-    after = _OUR_TABLE.sub("", after, count=1)
-    return after, None
-
-
-def _pruned(text: str) -> str:
-    """Drop a [hooks.state] (and [hooks]) that moving trust left empty."""
-    document = tomlkit.parse(text)
-    hooks = document.get("hooks")
-    if isinstance(hooks, dict) and isinstance(hooks.get("state"), dict) and not hooks["state"]:
-        del hooks["state"]
-        if not hooks:
-            del document["hooks"]
-        return tomlkit.dumps(document)
-    return text
-
-
-def _trust(trust: CodexTrust) -> str:
-    """Trust gitmail's Codex hook: through Codex's app-server, else as Codex computes it. One line says what was
-    done."""
+def _trust(trust: CodexTrust, *, backup: bool) -> str:
+    """Trust gitmail's Codex hooks: through Codex's app-server, else as Codex computes it. One line says what was
+    done. `backup`: config.toml is the user's (not made by this install), so it is backed up before Codex or
+    gitmail write trust into it."""
     text = _read(trust.hooks_json) or "{}"
-    places = _our_places(text)
+    document = json.loads(text)
+    places = [place for place, entry in _places(document) if _is_ours(entry)]
     if not places:
-        return f"{trust.hooks_json}: gitmail's hook is not there to trust"
-    position = places[0]
+        return f"{trust.hooks_json}: gitmail's hooks are not there to trust"
     try:
-        listed = [
-            h
-            for h in codex_trust.list_hooks(trust.hooks_json.parent)
-            if h.command.rstrip().endswith(MARK) and _same_file(h.source_path, trust.hooks_json)
-        ]
-        if not listed:
-            raise codex_trust.Unavailable("Codex does not list gitmail's hook")
-        if listed[0].trust_status in ("trusted", "managed"):
-            return f"{trust.config}: Codex already trusts gitmail's hook"
-        _backup(trust.config)
-        after = codex_trust.trust({listed[0].key: listed[0].current_hash}, trust.hooks_json.parent)
-        if not any(h.key == listed[0].key and h.trust_status == "trusted" for h in after):
+        listed = [h for h in codex_trust.list_hooks(trust.hooks_json.parent) if _listed_ours(h, trust.hooks_json)]
+        if len(listed) < len(places):
+            raise codex_trust.Unavailable("Codex does not list all of gitmail's hooks")
+        untrusted = {h.key: h.current_hash for h in listed if h.trust_status not in ("trusted", "managed")}
+        if not untrusted:
+            return f"{trust.config}: Codex already trusts gitmail's hooks"
+        if backup:
+            _backup(trust.config)
+        after = codex_trust.trust(untrusted, trust.hooks_json.parent)
+        if not all(h.trust_status == "trusted" for h in after if h.key in untrusted):
             raise codex_trust.Unavailable("Codex did not take the trust")
         how = "through Codex's app-server, as its /hooks review does"
     except codex_trust.Unavailable as why:
-        group = json.loads(text)["hooks"]["SessionStart"][position[0]]
-        digest = codex_trust.entry_hash(group["hooks"][position[1]], group.get("matcher"))
         try:
             before = _read(trust.config) or ""
-            after_text = codex_trust.with_trust(before, trust.hooks_json, position, digest)
+            after_text = before
+            for place in places:
+                after_text = codex_trust.with_trust(after_text, trust.hooks_json, place, _hash_at(document, place))
             if after_text == before:
-                return f"{trust.config}: Codex already trusts gitmail's hook"
-            _backup(trust.config)
+                return f"{trust.config}: Codex already trusts gitmail's hooks"
+            if backup:
+                _backup(trust.config)
             _write(trust.config, after_text)
         except (GitmailError, OSError, ValueError, tomlkit.exceptions.TOMLKitError) as error:
-            return f"note: could not trust gitmail's hook for Codex ({error}). {SILENT_SKIP}: {HOW_TO_TRUST}."
+            return f"note: could not trust gitmail's hooks for Codex ({error}). {SILENT_SKIP}: {HOW_TO_TRUST}."
         how = f"with the hash Codex computes ({why})"
-    return f"{trust.config}: trusted gitmail's hook for Codex {how}. {SILENT_SKIP}; --no-trust leaves that to you."
+    return f"{trust.config}: trusted gitmail's hooks for Codex {how}. {SILENT_SKIP}; --no-trust leaves that to you."
 
 
 # -- files ------------------------------------------------------------------------------------------------------
@@ -570,6 +694,20 @@ def _backup(path: Path) -> Path:
     if path.exists() and not backup.exists():
         shutil.copy2(path, backup)
     return backup
+
+
+def _make_folder(folder: Path) -> None:
+    """A folder Codex's sandbox names: it must exist, or every command the sandbox runs fails. The mailbox that
+    $GITMAIL_DIR names is created whole, since an empty folder there is no mailbox."""
+    from gitmail.store import Store, default_path
+
+    try:
+        if folder == default_path():
+            Store(folder).create()
+        else:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        raise GitmailError(f"cannot create {folder}: {error.strerror or error}") from None
 
 
 def _write(path: Path, text: str) -> None:

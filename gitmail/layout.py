@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
+from functools import lru_cache
 from typing import NamedTuple
 
 from gitmail.errors import UsageError
@@ -93,6 +94,7 @@ def locate(ref: str, oid: str) -> Located | None:
     return Located(ref=ref, oid=oid, id=parts[2], state=state, recipient=recipient)
 
 
+@lru_cache(maxsize=4096)  # a few names recur in many thousand refs: each is decoded and checked once
 def repo_of_component(component: str) -> RepoName:
     """The repo a ref component names: in the current encoding, or as the mailbox's first format spelled it (a
     mailbox not yet migrated, read by a process that cannot write it; or refs an older gitmail wrote since)."""
@@ -103,8 +105,8 @@ def repo_of_component(component: str) -> RepoName:
 
 
 def damaged_ref(ref: str) -> str:
-    """Where a damaged message ref is set aside: the same path below refs/gitmail/_damaged/."""
-    return DAMAGED + ref[len(ROOT) :]
+    """Where a damaged ref is set aside: the same path below refs/gitmail/_damaged/ (refs/notes/x: notes/x)."""
+    return DAMAGED + (ref[len(ROOT) :] if ref.startswith(ROOT) else ref[len("refs/") :])
 
 
 def latest(places: Sequence[Located]) -> list[Located]:

@@ -15,10 +15,10 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from gitmail.errors import MailboxBusy, MailboxError
+from gitmail.errors import MailboxBusy, MailboxError, Transient
 from gitmail.layout import Change
 
 LOCK_NAME = "lock"
@@ -35,6 +35,37 @@ class Deadline:
 
     def left(self) -> float:
         return max(0.0, self.end - time.monotonic())
+
+
+class Attempt:
+    """One try at a write; a Transient failure inside it is swallowed unless it is the last try."""
+
+    def __init__(self, last: bool) -> None:
+        self.last, self.succeeded = last, False
+
+    def __enter__(self) -> Attempt:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> bool:
+        if kind is None:
+            self.succeeded = True
+            return False
+        return isinstance(error, Transient) and not self.last
+
+
+def attempts(tries: int = 3) -> Iterator[Attempt]:
+    """Tries for a write that a concurrent `git gc` may pull objects from under: each try starts again from the
+    lock, so it rewrites what the last one lost.
+
+        for attempt in attempts():
+            with attempt, store.writing(actor=me) as writer:
+                ...
+    """
+    for n in range(tries):
+        attempt = Attempt(last=n == tries - 1)
+        yield attempt
+        if attempt.succeeded:
+            return
 
 
 def acquire(fd: int, deadline: Deadline, where: Path) -> None:

@@ -36,7 +36,7 @@ from gitmail.layout import (
     seen_specs,
     state_prefix,
 )
-from gitmail.lock import Deadline
+from gitmail.lock import Deadline, attempts
 from gitmail.message import (
     BROADCAST,
     DOCUMENT_NAME,
@@ -79,6 +79,15 @@ class DoneResult(NamedTuple):
     archived: Sequence[Entry] = ()
     already: Sequence[str] = ()  # already archived, or broadcasts (nothing to archive)
     unshown: Sequence[str] = ()  # `everything`: pending mail no session of this repo was shown yet, left alone
+    set_aside: Sequence[str] = ()  # unreadable: moved under refs/gitmail/_damaged/ instead of archived
+
+
+class History(list[Entry]):
+    """What `log` found: its entries, and the ids of messages it selected that could not be read."""
+
+    def __init__(self, entries: Iterable[Entry] = (), unreadable: Sequence[str] = ()) -> None:
+        super().__init__(entries)
+        self.unreadable = list(unreadable)
 
 
 def open_mailbox(path: str | os.PathLike[str] | None = None) -> Store:
@@ -105,12 +114,14 @@ def send(
     """Leave a message in `to`'s inbox; it stays pending there until `to` replies or marks it done."""
     recipient = RepoName.parse(to)
     message = _compose(sender=sender, to=recipient, subject=subject, body=body, when=when)
-    with store.writing(actor=message.sender) as writer:
-        message = _unique(writer.target, message, inbox_prefix(recipient))
-        oid = writer.commit(message)
-        writer.apply(
-            [Change(inbox_prefix(recipient) + message.id, oid, None)], f"gitmail: {message.sender} sent {message.id}"
-        )
+    for attempt in attempts():
+        with attempt, store.writing(actor=message.sender) as writer:
+            message = _unique(writer.target, message, inbox_prefix(recipient))
+            oid = writer.commit(message)
+            writer.apply(
+                [Change(inbox_prefix(recipient) + message.id, oid, None)],
+                f"gitmail: {message.sender} sent {message.id}",
+            )
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -120,11 +131,14 @@ def broadcast(
     """Leave a message for every repo: each is handed it once; its sender never is."""
     message = _compose(sender=sender, to=BROADCAST, subject=subject, body=body, when=when)
     active = state_prefix(State.BROADCAST)
-    with store.writing(actor=message.sender) as writer:
-        message = _unique(writer.target, message, active)
-        oid = writer.commit(message)
-        writer.apply([Change(active + message.id, oid, None)], f"gitmail: {message.sender} broadcast {message.id}")
-        writer.add_seen([oid], message.sender, message.date)
+    for attempt in attempts():
+        with attempt, store.writing(actor=message.sender) as writer:
+            message = _unique(writer.target, message, active)
+            oid = writer.commit(message)
+            # One transaction: the broadcast, and its sender in its seen-set (a sender is never handed its own).
+            seen, _ = writer.note_lines(SEEN_NOTES, {oid: [str(message.sender)]}, who=message.sender, when=message.date)
+            changes = [Change(active + message.id, oid, None), *([seen] if seen else [])]
+            writer.apply(changes, f"gitmail: {message.sender} broadcast {message.id}")
     return Entry(message, State.BROADCAST, oid, None)
 
 
@@ -153,16 +167,17 @@ def reply(
         when=when,
         reply_to=first.id,
     )
-    with store.writing(actor=me) as writer:
-        message = _unique(writer.target, message, inbox_prefix(recipient))
-        oid = writer.commit(message, parents=[original.oid])
-        changes = [Change(inbox_prefix(recipient) + message.id, oid, None)]
-        mine = inbox_prefix(me) + first.id
-        if writer.target(mine) == original.oid:
-            changes += [Change(archive_prefix(me) + first.id, original.oid, None), Change(mine, None, original.oid)]
-        record = receipts.Record(receipts.REPLIED, str(me), message.date, reply=message.id)
-        changes += _receipts(writer, {original.oid: [record]}, me)
-        writer.apply(changes, f"gitmail: {me} replied to {first.id} with {message.id}")
+    for attempt in attempts():
+        with attempt, store.writing(actor=me) as writer:
+            message = _unique(writer.target, message, inbox_prefix(recipient))
+            oid = writer.commit(message, parents=[original.oid])
+            changes = [Change(inbox_prefix(recipient) + message.id, oid, None)]
+            mine = inbox_prefix(me) + first.id
+            if writer.target(mine) == original.oid:
+                changes += [Change(archive_prefix(me) + first.id, original.oid, None), Change(mine, None, original.oid)]
+            record = receipts.Record(receipts.REPLIED, str(me), message.date, reply=message.id)
+            changes += _receipts(writer, {original.oid: [record]}, me)
+            writer.apply(changes, f"gitmail: {me} replied to {first.id} with {message.id}")
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -179,12 +194,13 @@ def retract(store: Store, *, sender: str, message_id: str) -> bool:
     if entry.state is State.RETRACTED:
         return False
     active = state_prefix(State.BROADCAST) + entry.message.id
-    with store.writing(actor=me) as writer:
-        if writer.target(active) != entry.oid:
-            return False
-        retracted = state_prefix(State.RETRACTED) + entry.message.id
-        changes = [Change(retracted, entry.oid, None), Change(active, None, entry.oid)]
-        writer.apply(changes, f"gitmail: {me} retracted {entry.message.id}")
+    for attempt in attempts():
+        with attempt, store.writing(actor=me) as writer:
+            if writer.target(active) != entry.oid:
+                return False
+            retracted = state_prefix(State.RETRACTED) + entry.message.id
+            changes = [Change(retracted, entry.oid, None), Change(active, None, entry.oid)]
+            writer.apply(changes, f"gitmail: {me} retracted {entry.message.id}")
     return True
 
 
@@ -273,16 +289,17 @@ def record_shown(
     if not shown and not broadcasts:
         return []
     when = when or now()
-    with store.writing(actor=me, deadline=deadline or Deadline(timeout)) as writer:
-        active = [e for e in broadcasts if writer.target(state_prefix(State.BROADCAST) + e.message.id) == e.oid]
-        seen, added = writer.note_lines(SEEN_NOTES, {e.oid: [str(me)] for e in active}, who=me, when=when)
-        handed = [e for e in active if e.oid in added]
-        record = receipts.Record(receipts.DELIVERED, str(me), when, host=host, moment=moment)
-        changes = [c for c in [seen] if c is not None]
-        if store.flag("receipts"):
-            changes += _receipts(writer, {e.oid: [record] for e in [*shown, *handed]}, me, only_first=True)
-        if changes:
-            writer.apply(changes, f"gitmail: shown to {me} ({host}, {moment})")
+    for attempt in attempts():
+        with attempt, store.writing(actor=me, deadline=deadline or Deadline(timeout)) as writer:
+            active = [e for e in broadcasts if writer.target(state_prefix(State.BROADCAST) + e.message.id) == e.oid]
+            seen, added = writer.note_lines(SEEN_NOTES, {e.oid: [str(me)] for e in active}, who=me, when=when)
+            handed = [e for e in active if e.oid in added]
+            record = receipts.Record(receipts.DELIVERED, str(me), when, host=host, moment=moment)
+            changes = [c for c in [seen] if c is not None]
+            if store.flag("receipts"):
+                changes += _receipts(writer, {e.oid: [record] for e in [*shown, *handed]}, me, only_first=True)
+            if changes:
+                writer.apply(changes, f"gitmail: shown to {me} ({host}, {moment})")
     return handed
 
 
@@ -337,9 +354,7 @@ def show(store: Store, message_id: str) -> Entry:
     place = resolve(store, message_id)
     entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]))
     if unreadable:
-        raise GitmailError(
-            f"message {place.id} is stored but cannot be read (its commit or document is damaged); run `gitmail doctor`"
-        )
+        raise _unreadable(place)
     return with_receipts(store, entries)[0]
 
 
@@ -366,6 +381,12 @@ def status(entry: Entry) -> Status:
             return Status("replied", handled.at, handled.reply, reached)
         return Status("done", handled.at if handled is not None else None, reached=reached)
     return Status("delivered", reached[0].at, reached=reached) if reached else Status("pending")
+
+
+def _unreadable(place: Located) -> GitmailError:
+    return GitmailError(
+        f"message {place.id} is stored but cannot be read (its commit or document is damaged); run `gitmail doctor`"
+    )
 
 
 def resolve(store: Store, message_id: str) -> Located:
@@ -410,6 +431,7 @@ def done(
             raise UsageError("name the messages to mark done, or pass --all")
         places = [resolve(store, i) for i in ids]
     already: list[str] = []
+    set_aside: list[str] = []
     todo: dict[str, Located] = {}
     for place in places:
         if place.recipient is None:
@@ -427,22 +449,27 @@ def done(
         return DoneResult((), already, unshown)
     entries = {e.message.id: e for e in _entries(list(todo.values()), _documents(store, todo.values()))[0]}
     archived: list[Entry] = []
-    with store.writing(actor=me) as writer:
-        changes: list[Change] = []
-        for place in todo.values():
-            if writer.target(place.ref) != place.oid:  # a concurrent `done` got there first
-                already.append(place.id)
-                continue
-            if place.id not in entries:  # its commit is gone: it can only be set aside
-                changes += _set_aside(writer, place)
-            else:
-                changes += [Change(archive_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
-                archived.append(entries[place.id]._replace(state=State.ARCHIVED, recipient=me))
-        record = receipts.Record(receipts.DONE, str(me), now())
-        changes += _receipts(writer, {e.oid: [record] for e in archived}, me)
-        if changes:
-            writer.apply(changes, f"gitmail: {me} marked done {' '.join(todo)}")
-    return DoneResult(archived, already, unshown)
+    for attempt in attempts():
+        with attempt, store.writing(actor=me) as writer:
+            changes: list[Change] = []
+            for place in todo.values():
+                if writer.target(place.ref) != place.oid:  # a concurrent `done` got there first
+                    already.append(place.id)
+                    continue
+                if place.id not in entries:  # its commit is gone: it can only be set aside
+                    changes += _set_aside(writer, place)
+                    set_aside.append(place.id)
+                else:
+                    changes += [
+                        Change(archive_prefix(me) + place.id, place.oid, None),
+                        Change(place.ref, None, place.oid),
+                    ]
+                    archived.append(entries[place.id]._replace(state=State.ARCHIVED, recipient=me))
+            record = receipts.Record(receipts.DONE, str(me), now())
+            changes += _receipts(writer, {e.oid: [record] for e in archived}, me)
+            if changes:
+                writer.apply(changes, f"gitmail: {me} marked done {' '.join(todo)}")
+    return DoneResult(archived, already, unshown, set_aside)
 
 
 def reopen(store: Store, *, repo: str, message_id: str) -> Entry:
@@ -456,12 +483,13 @@ def reopen(store: Store, *, repo: str, message_id: str) -> Entry:
     if place.state is State.PENDING:
         raise GitmailError(f"{place.id} is already pending")
     entry = show(store, place.id)
-    with store.writing(actor=me) as writer:
-        if writer.target(place.ref) != place.oid:
-            raise GitmailError(f"{place.id} changed while reopening it; try again")
-        changes = [Change(inbox_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
-        changes += _receipts(writer, {place.oid: [receipts.Record(receipts.REOPENED, str(me), now())]}, me)
-        writer.apply(changes, f"gitmail: {me} reopened {place.id}")
+    for attempt in attempts():
+        with attempt, store.writing(actor=me) as writer:
+            if writer.target(place.ref) != place.oid:
+                raise GitmailError(f"{place.id} changed while reopening it; try again")
+            changes = [Change(inbox_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
+            changes += _receipts(writer, {place.oid: [receipts.Record(receipts.REOPENED, str(me), now())]}, me)
+            writer.apply(changes, f"gitmail: {me} reopened {place.id}")
     return entry._replace(state=State.PENDING)
 
 
@@ -473,7 +501,7 @@ def _receipts(
     lines: dict[str, list[str]] = {}
     for oid, wanted in records.items():
         if only_first:
-            old = receipts.parse(writer.objects.note(writer.target(RECEIPTS_NOTES), oid).splitlines())
+            old = receipts.parse(writer.note(RECEIPTS_NOTES, oid).splitlines())
             wanted = [r for r in wanted if not receipts.delivered(old, r.repo)]
         if wanted:
             lines[oid] = [r.line() for r in wanted]
@@ -505,34 +533,38 @@ def log(
     grep: str | None = None,
     thread: str | None = None,
     sent: bool = False,
-) -> list[Entry]:
+) -> History:
     """History, newest first, each message with its receipts: a repo's mail (to it, from it, and broadcasts), or
     only what it sent (`sent`), or everyone's when `repo` is None. With `thread`, the whole conversation that
-    message belongs to, oldest first."""
+    message belongs to, oldest first. Messages that cannot be read are left out and named in `unreadable` (a
+    thread's are left out only)."""
     if not store.exists():
-        return []
+        return History()
     if thread is not None:
-        return with_receipts(store, _oldest_first(_thread(store, resolve(store, thread))))
+        return History(with_receipts(store, _oldest_first(_thread(store, resolve(store, thread)))))
     me = RepoName.parse(repo) if repo is not None else None
     if grep is None and limit is not None:
         recent = _recent(store, me, limit, sent)
         if recent is not None:
-            return with_receipts(store, recent)
+            return History(with_receipts(store, recent[0]), recent[1])
     common = ["--no-walk=sorted"] + (["--regexp-ignore-case", "--fixed-strings", f"--grep={grep}"] if grep else [])
     common += [f"--max-count={limit}"] if limit is not None else []
     by_me = ["--fixed-strings", f"--glob={ROOT}", *(f"--author=<{e}>" for e in emails(me))] if me is not None else []
     if me is None:
-        entries = _from_rows(store, store.log_refs(*common, f"--glob={ROOT}"))
+        entries, unreadable = _from_rows(store, store.log_refs(*common, f"--glob={ROOT}"))
     elif sent:
-        entries = [e for e in _from_rows(store, store.log_refs(*common, *by_me)) if e.message.sender == me]
+        entries, _ = _from_rows(store, store.log_refs(*common, *by_me))  # another repo's damage is not ours to hear
+        entries, unreadable = [e for e in entries if e.message.sender == me], []
     else:
-        received = _from_rows(store, store.log_refs(*common, f"--glob={ROOT}{me.ref}", f"--glob={BROADCASTS}"))
-        mine = [e for e in _from_rows(store, store.log_refs(*common, *by_me)) if e.message.sender == me]
-        entries = list({e.message.id: e for e in received + mine}.values())
-    return with_receipts(store, _newest_first(entries)[:limit])
+        received, unreadable = _from_rows(
+            store, store.log_refs(*common, f"--glob={ROOT}{me.ref}", f"--glob={BROADCASTS}")
+        )
+        mine, _ = _from_rows(store, store.log_refs(*common, *by_me))
+        entries = list({e.message.id: e for e in received + [e for e in mine if e.message.sender == me]}.values())
+    return History(with_receipts(store, _newest_first(entries)[:limit]), unreadable)
 
 
-def _recent(store: Store, me: RepoName | None, limit: int, sent: bool) -> list[Entry] | None:
+def _recent(store: Store, me: RepoName | None, limit: int, sent: bool) -> tuple[list[Entry], list[str]] | None:
     """The newest messages through the history index: a few small reads, whatever the archive holds. None when
     there is no index to read."""
     names = [history.EVERYONE] if me is None else [me.ref] if sent else [me.ref, history.BROADCAST]
@@ -544,12 +576,15 @@ def _recent(store: Store, me: RepoName | None, limit: int, sent: bool) -> list[E
         mine = [line for line in lines if line.sender == me.ref] if sent and me is not None else lines
         refs = [ref for line in mine for ref in _homes(line)]
         targets = store.targets(refs)
+        homeless = [ref for line in mine if not set(_homes(line)) & set(targets) for ref in _homes(line)]
+        targets |= store.written(homeless) if homeless else {}  # a ref whose commit is gone is read as unreadable
         places = latest([p for ref, oid in targets.items() if (p := locate(ref, oid))])
-        entries = _newest_first(_entries(places, _documents(store, places))[0])
+        found, unreadable = _entries(places, _documents(store, places))
+        entries = _newest_first(found)
         if sent and me is not None:
             entries = [e for e in entries if e.message.sender == me]
         if len(entries) >= limit or len(lines) < wanted:
-            return entries[:limit]
+            return entries[:limit], unreadable
         wanted *= 4
 
 
@@ -569,15 +604,17 @@ def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
 
 
 def _thread(store: Store, place: Located) -> list[Entry]:
-    root = store.git("rev-list", "--max-parents=0", place.oid).decode().split()[0]
+    try:
+        root = store.git("rev-list", "--max-parents=0", place.oid).decode().split()[0]
+    except MailboxError:  # its commit, or one it answers, is gone
+        raise _unreadable(place) from None
     rows = store.log_refs("--no-walk", root) + store.log_refs("--ancestry-path", f"^{root}", f"--glob={ROOT}")
-    return _from_rows(store, rows)
+    return _from_rows(store, rows)[0]
 
 
-def _from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> list[Entry]:
+def _from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> tuple[list[Entry], list[str]]:
     places = latest([p for oid, refs in rows for ref in refs if (p := locate(ref, oid))])
-    entries, _ = _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]))
-    return entries
+    return _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]))
 
 
 def _entries(places: Sequence[Located], documents: Sequence[bytes | None]) -> tuple[list[Entry], list[str]]:

@@ -7,13 +7,14 @@ needs a tip it is about to build on, under the mailbox lock.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmail.errors import MailboxError
+from gitmail.errors import MailboxError, Transient
 from gitmail.identity import RepoName
 from gitmail.layout import email
 from gitmail.lock import unwritable
@@ -21,6 +22,11 @@ from gitmail.message import DOCUMENT_NAME, Message
 
 if TYPE_CHECKING:
     import pygit2
+
+
+class Gone(MailboxError):
+    """An object a commit needs is not in the mailbox (a `git gc --prune=now` took it as it was written)."""
+
 
 MAILBOX_CONFIG = {
     "core.logAllRefUpdates": "always",  # every ref move leaves a reflog entry
@@ -163,25 +169,78 @@ class Objects:
             return str(self.repo.create_commit(None, author, author, text, tree, []))
 
     def note(self, tip: str | None, oid: str) -> str:
-        """The note on `oid` in the notes tree at `tip` ('' when there is none)."""
+        """The note on `oid` in the notes tree at `tip` ('' when there is none); Gone when a prune took it."""
         import pygit2
 
         if tip is None:
             return ""
-        root = self.repo[tip].peel(pygit2.Tree)
-        for path in (oid, f"{oid[:2]}/{oid[2:]}", f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
-            try:
-                found = root[path]
-            except KeyError:
-                continue
-            if isinstance(found, pygit2.Blob):
-                return found.data.decode(errors="replace")
+        try:
+            root = self.repo[tip].peel(pygit2.Tree)
+            for path in (oid, f"{oid[:2]}/{oid[2:]}", f"{oid[:2]}/{oid[2:4]}/{oid[4:]}"):
+                try:
+                    found = root[path]
+                except KeyError:
+                    continue
+                if isinstance(found, pygit2.Blob):
+                    return found.data.decode(errors="replace")
+        except (KeyError, pygit2.GitError) as error:
+            raise Gone(f"a note of {tip} is gone: {error}") from None
         return ""
 
     def author(self, oid: str) -> tuple[str, int]:
         """A commit's author email and time."""
         commit = self.repo[oid]
         return commit.author.email, commit.author.time
+
+    def readable_notes(self, commit: str) -> bool:
+        """Whether notes can be read from and built on this notes commit: it, its tree and the trees in that
+        are all here (a note whose blob is gone shows when it is read)."""
+        import pygit2
+
+        try:
+            root = self.repo[commit].peel(pygit2.Tree)
+            return all(entry.id in self.repo for entry in root if entry.type_str == "tree")
+        except (KeyError, ValueError, pygit2.GitError):
+            return False
+
+    def tree_of(self, commit: str) -> str:
+        import pygit2
+
+        return str(self.repo[commit].peel(pygit2.Commit).tree_id)
+
+    def mended(self, tree: str) -> tuple[str, int]:
+        """The tree again without the entries whose objects are gone (at any depth), and how many were left out."""
+        import pygit2
+
+        builder = self.repo.TreeBuilder()
+        dropped = 0
+        for entry in self.repo[tree].peel(pygit2.Tree):
+            if entry.id not in self.repo:
+                dropped += 1
+            elif entry.type_str == "tree":
+                kept, lost = self.mended(str(entry.id))
+                builder.insert(str(entry.name), pygit2.Oid(hex=kept), entry.filemode)
+                dropped += lost
+            else:
+                builder.insert(str(entry.name), entry.id, entry.filemode)
+        return str(builder.write()), dropped
+
+    def commit_tree(self, tree: str, parents: Sequence[str], text: str, *, who: RepoName) -> str:
+        """A commit of an existing tree."""
+        from datetime import UTC, datetime
+
+        import pygit2
+
+        with self._failing_as_mailbox_errors():
+            author = signature(who, datetime.now(UTC))
+            return str(
+                self.repo.create_commit(
+                    None, author, author, text, pygit2.Oid(hex=tree), [pygit2.Oid(hex=p) for p in parents]
+                )
+            )
+
+    def has(self, oid: str) -> bool:
+        return oid in self.repo
 
     def target(self, ref: str) -> str | None:
         found = self.repo.references.get(ref)
@@ -195,8 +254,13 @@ class Objects:
         try:
             yield
         except OSError as error:
+            if error.errno == errno.ENOENT:  # a concurrent prune removed an object directory
+                raise Transient(f"the mailbox at {self.path} changed during the write: {error}") from None
             raise unwritable(self.path, error) from None
-        except pygit2.GitError as error:
+        except (KeyError, pygit2.GitError) as error:
+            text = str(error)
+            if isinstance(error, KeyError) or "rename lockfile" in text or "No such file" in text:
+                raise Transient(f"the mailbox at {self.path} changed during the write: {text}") from None
             raise MailboxError(f"cannot write the mailbox at {self.path}: {error_text(error, self.path)}") from None
 
 

@@ -165,13 +165,20 @@ def _head(
     shown, total = len(directed) + len(broadcasts), len(mail.directed) + len(mail.broadcasts)
     kinds = f"{count(len(directed), 'directed')}, {count(len(broadcasts), 'broadcast')}"
     noun = "new message" if voice.new else "message"
+    if not total and not showing:  # nothing readable: only what could not be read is said
+        return "\n".join([f"gitmail: no readable mail for {quote(mail.repo)}.", *_notes(mail, here, note, voice)])
     lines = [f"gitmail: {count(shown, noun)} for {quote(mail.repo)} ({kinds})."]
     if showing or shown < total:
         lines.append(
             f"Showing {shown} of {total}: the rest did not fit here and stay pending; "
             f"run `{voice.command} inbox` to read them all."
         )
-    lines += ["", _HEADER.format(command=voice.command)]
+    lines += ["", _HEADER.format(command=voice.command), *_notes(mail, here, note, voice)]
+    return "\n".join(lines)
+
+
+def _notes(mail: Pending, here: str | None, note: str | None, voice: Voice) -> list[str]:
+    lines = []
     if mail.claimed_by and here:
         lines += [
             "",
@@ -179,17 +186,20 @@ def _head(
             f"this session is in {quote(here)}. Both share one mailbox.",
         ]
     if mail.unreadable:
-        listed = ", ".join(mail.unreadable[:UNREADABLE_LISTED])
-        more = len(mail.unreadable) - UNREADABLE_LISTED
-        lines += [
-            "",
-            f"Note: {count(len(mail.unreadable), 'message')} could not be read: {listed}"
-            + (f" and {more:,} more" if more > 0 else "")
-            + f" (run `{voice.command} doctor`).",
-        ]
+        lines += ["", f"Note: {unreadable(mail.unreadable, voice.command)}."]
     if note:
         lines += ["", f"Note: {note}"]
-    return "\n".join(lines)
+    return lines
+
+
+def unreadable(ids: Sequence[str], command: str = "gitmail") -> str:
+    """One line, however many: "3 messages could not be read: a, b, c (run `gitmail doctor`)"."""
+    more = len(ids) - UNREADABLE_LISTED
+    return (
+        f"{count(len(ids), 'message')} could not be read: {', '.join(ids[:UNREADABLE_LISTED])}"
+        + (f" and {more:,} more" if more > 0 else "")
+        + f" (run `{command} doctor`)"
+    )
 
 
 def card(

@@ -4,6 +4,11 @@ A session is keyed by its host and the host's session id. Its record says which 
 (shown, or counted in a "showing N of M" line), which stamps it last saw, how often its turn was continued and
 when it was last woken. Parallel tool calls of one session run their hooks at once, so a record is read and
 written under its own lock. Records of sessions that ended without notice are removed once they are a week old.
+
+Two small files beside the record serve hook.sh, which reads and writes them with shell built-ins: `.stamps` (the
+stamps the session last saw) and `.turn` ("busy" from a prompt or tool call until the turn ends, else "idle"). The
+turn is kept there rather than in the record because most hook calls never start Python; the record takes it
+from that file when loaded and writes it back when saved.
 """
 
 from __future__ import annotations
@@ -100,7 +105,11 @@ def record(mailbox: Path, host: str, session_id: str, deadline: Deadline) -> Ite
             data = json.loads(raw) if raw.strip() else {}
         except ValueError:
             data = {}
-        entry = Record(folder / f"{name}.json", data if isinstance(data, dict) else {})
+        data = data if isinstance(data, dict) else {}
+        turn = _read_line(folder / f"{name}.turn")
+        if turn in ("busy", "idle"):
+            data["turn"] = turn == "busy"
+        entry = Record(folder / f"{name}.json", data)
         fresh = not raw.strip()
         yield entry
         entry.data["touched"] = time.time()
@@ -108,7 +117,8 @@ def record(mailbox: Path, host: str, session_id: str, deadline: Deadline) -> Ite
         os.lseek(fd, 0, os.SEEK_SET)
         os.ftruncate(fd, 0)
         os.write(fd, encoded)
-        _write_stamps(folder / f"{name}.stamps", entry.stamps)
+        _write_line(folder / f"{name}.stamps", entry.stamps)
+        _write_line(folder / f"{name}.turn", "busy" if entry.get("turn") else "idle")
         if fresh:
             _clean(folder)
     except OSError:
@@ -142,7 +152,7 @@ def forget(mailbox: Path, host: str, session_id: str) -> None:
     name = key(host, session_id)
     if name is None:
         return
-    for suffix in (".json", ".stamps"):
+    for suffix in (".json", ".stamps", ".turn"):
         try:
             (mailbox / OWN_DIR / DIRECTORY / f"{name}{suffix}").unlink()
         except OSError:
@@ -165,10 +175,18 @@ def _lock(fd: int, deadline: Deadline) -> bool:
             time.sleep(min(0.005, deadline.left()))
 
 
-def _write_stamps(file: Path, stamps: str) -> None:
-    """What `hooks/quiet` compares with the current stamps (shell built-ins read one line)."""
+def _write_line(file: Path, line: str) -> None:
+    """One line for hook.sh (shell built-ins read one line)."""
     with open(file, "w", encoding="ascii", errors="replace") as handle:
-        handle.write(stamps + "\n")
+        handle.write(line + "\n")
+
+
+def _read_line(file: Path) -> str:
+    try:
+        with open(file, encoding="ascii", errors="replace") as handle:
+            return handle.readline().strip()
+    except OSError:
+        return ""
 
 
 def _clean(folder: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitmail import gitcmd, history, lock, migrate, stamps
-from gitmail.errors import MailboxBusy, MailboxError, UsageError
+from gitmail.errors import MailboxBusy, MailboxError, Transient, UsageError
 from gitmail.identity import RepoName, from_address, nfc_keys
 from gitmail.layout import OWN_DIR, SEEN_NOTES, Change, Located, State, damaged_ref, email, locate
 from gitmail.lock import Deadline
@@ -78,7 +78,7 @@ class Store:
         try:
             if not where.is_dir():
                 raise MailboxError(f"mailbox path {where} exists but is not a directory")
-            _check_ownership(where)
+            check_ownership(where)
             head, config = where / "HEAD", where / "config"
             if not head.is_file() or not (where / "objects").is_dir() or not config.is_file():
                 raise MailboxError(f"mailbox path {where} is not a git repository")
@@ -171,13 +171,23 @@ class Store:
         return found
 
     def log_refs(self, *args: str) -> list[tuple[str, list[str]]]:
-        """Commits `git log` selects with the given arguments, newest first, with their gitmail refs. A ref whose
-        commit is missing is skipped (`gitmail doctor` reports it)."""
+        """Commits `git log` selects with the given arguments, newest first, with their gitmail refs. A ref among
+        those the `--glob` arguments name whose commit is missing comes last, as a row of its own: git log skips
+        it, and its readers find no document there and report it. Finding those costs nothing while every ref
+        is whole: git log fails on such a ref, and only then are they looked for."""
         if not self.exists():
             return []
+        try:
+            return self._log(*args)
+        except gitcmd.GitFailed as failure:
+            if not re.search(r"\b(bad|missing) object\b", failure.stderr):
+                raise
+        globs = [a.split("=", 1)[1] for a in args if a.startswith("--glob=")]
+        return self._log("--ignore-missing", *args) + [(p.oid, [p.ref]) for p in self.dangling(*globs)]
+
+    def _log(self, *args: str) -> list[tuple[str, list[str]]]:
         out = self.git(
             "log",
-            "--ignore-missing",
             "--no-color",
             "--no-show-signature",
             "--format=%H%x00%D",
@@ -190,11 +200,20 @@ class Store:
             rows.append((oid, [d for d in decorations.split(", ") if d]))
         return rows
 
+    def dangling(self, *patterns: str) -> list[Located]:
+        """Message refs under these prefixes whose commit the mailbox no longer has (a `git gc --prune=now` ran
+        while they were being written)."""
+        if not patterns:
+            return []
+        places = self.refs(*patterns)
+        gone = self.missing([p.oid for p in places])
+        return [p for p in places if p.oid in gone]
+
     def read(self, specs: Sequence[str]) -> list[bytes | None]:
         """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing."""
         if not specs:
             return []
-        out = self.git("cat-file", "--batch", stdin="".join(s + "\n" for s in specs).encode())
+        out = self.git("cat-file", "--batch", "--buffer", stdin="".join(s + "\n" for s in specs).encode())
         return gitcmd.parse_batch(out, len(specs))
 
     def targets(self, refs: Sequence[str]) -> dict[str, str]:
@@ -205,11 +224,44 @@ class Store:
         lines = out.decode(errors="replace").splitlines()
         return {ref: line for ref, line in zip(refs, lines, strict=True) if not line.endswith(" missing")}
 
+    def written(self, refs: Sequence[str]) -> dict[str, str]:
+        """Of these refs, the ones that exist, with what they hold, whether or not the mailbox has that object:
+        found as git stores them (a loose file, or a line of packed-refs). For the few refs `targets` did not
+        find, to tell a ref whose commit is gone from one that is not there."""
+        found: dict[str, str] = {}
+        for ref in refs:
+            try:
+                found[ref] = (self.path / ref).read_text(encoding="ascii", errors="replace").strip()
+            except OSError:
+                continue
+        rest = set(refs) - set(found)
+        if rest:
+            try:
+                with open(self.path / "packed-refs", encoding="utf-8", errors="replace") as packed:
+                    for line in packed:
+                        oid, _, ref = line.rstrip("\n").partition(" ")
+                        if ref in rest:
+                            found[ref] = oid
+            except OSError:
+                pass
+        return {ref: oid for ref, oid in found.items() if len(oid) >= 40}
+
+    def whole(self, oid: str) -> bool:
+        """Whether this commit and everything it reaches (its tree, its documents, the commits it answers) are
+        here: what git fsck and git gc need of every ref."""
+        try:
+            out = self.git("rev-list", "--objects", "--missing=print", oid)
+        except gitcmd.GitFailed:  # the commit, or one it reaches, is gone
+            return False
+        return not any(line.startswith("?") for line in out.decode(errors="replace").splitlines())
+
     def missing(self, oids: Sequence[str]) -> set[str]:
         """Which of these objects the mailbox does not have."""
         if not oids:
             return set()
-        out = self.git("cat-file", "--batch-check=%(objectname)", stdin="".join(o + "\n" for o in oids).encode())
+        out = self.git(
+            "cat-file", "--batch-check=%(objectname)", "--buffer", stdin="".join(o + "\n" for o in oids).encode()
+        )
         lines = out.decode(errors="replace").splitlines()
         return {oid for oid, line in zip(oids, lines, strict=True) if line.endswith(" missing")}
 
@@ -289,11 +341,19 @@ class Store:
         return history.newest(self.path, names, wanted)
 
     def _every_message(self) -> list[history.Line]:
-        out = self.git(
-            "for-each-ref", "--format=%(objectname) %(refname) %(authordate:unix) %(authoremail)", "refs/gitmail/"
-        )
+        fields = "%(objectname) %(refname) %(authordate:unix) %(authoremail)"
+        try:
+            rows = self.git("for-each-ref", f"--format={fields}", "refs/gitmail/").decode(errors="replace")
+        except gitcmd.GitFailed:  # a ref whose commit is gone: git reads what is there, the rest is named
+            out = self.git("log", "--no-walk", "--ignore-missing", "--format=%H %at %ae", "--glob=refs/gitmail/")
+            dated = {oid: rest for oid, _, rest in (row.partition(" ") for row in out.decode().splitlines())}
+            listed = self.git("for-each-ref", "--format=%(objectname) %(refname)", "refs/gitmail/").decode()
+            now = str(int(time.time()))  # a message whose commit is gone has no date: it is news now
+            rows = "\n".join(
+                f"{row} {dated.get(row.split(' ', 1)[0], f'{now} <>')}" for row in listed.splitlines() if " " in row
+            )
         lines = []
-        for row in out.decode(errors="replace").splitlines():
+        for row in rows.splitlines():
             oid, ref, when, email = (row.split(" ", 3) + ["", "", ""])[:4]
             place = locate(ref, oid)
             if place is None or not when.isdigit():
@@ -344,6 +404,8 @@ class Writer:
         self.store, self.objects, self.actor, self.lock_fd = store, objects, actor, lock_fd
         self.deadline = deadline
         self._wrote = False
+        self._readable: dict[str, bool] = {}  # notes commits looked at: whether they can be built on
+        self._told: set[tuple[str, str | None]] = set()  # notes refs whose damage was logged, with what replaced it
 
     def target(self, ref: str) -> str | None:
         return self.objects.target(ref)
@@ -386,14 +448,6 @@ class Writer:
             lines.append(history.Line(when, place.id, recipient, sender.ref if sender else history.UNKNOWN))
         return lines
 
-    def add_seen(self, oids: Sequence[str], repo: RepoName, when: datetime) -> list[str]:
-        """Record `repo` in the seen-sets of these broadcasts; return those it was not in yet. A seen-set is the
-        note on the broadcast's commit, sorted unique lines, so git can merge two copies as a union."""
-        change, added = self.note_lines(SEEN_NOTES, {oid: [str(repo)] for oid in oids}, who=repo, when=when)
-        if change is not None:
-            self.apply([change], f"gitmail: {repo} was handed {' '.join(added)}")
-        return added
-
     def note_lines(
         self,
         notes_ref: str,
@@ -405,25 +459,60 @@ class Writer:
     ) -> tuple[Change | None, list[str]]:
         """A notes commit adding these lines to the notes on these objects (kept sorted and unique, so copies
         merge as a union), and the ref change that would publish it; None and [] when every line is there."""
-        parent = self.target(notes_ref)
+        current = self.target(notes_ref)
         notes: dict[str, str] = {}
         for oid, lines in additions.items():
-            old = set(self.objects.note(parent, oid).splitlines())
+            old = set(self.note(notes_ref, oid).splitlines())
             if not set(lines) <= old:
                 notes[oid] = "".join(f"{line}\n" for line in sorted(old | set(lines)))
-        if not notes:
-            return None, []
+        parent = self.notes_tip(notes_ref)  # the commit every note above was read from
+        if not notes:  # a tip lost to a prune is put back even when there is nothing to add
+            return (Change(notes_ref, parent, current) if parent is not None and parent != current else None), []
         text = f"gitmail: notes for {' '.join(notes)} by {who}\n"
         commit = self.objects.notes_commit(parent, notes, who=who, when=when, text=text, fan_out=fan_out)
-        return Change(notes_ref, commit, parent), list(notes)
+        return Change(notes_ref, commit, current), list(notes)
+
+    def note(self, notes_ref: str, oid: str) -> str:
+        """The note on `oid` in the commit of `notes_ref` that `notes_tip` chooses ('' when there is none)."""
+        from gitmail.objects import Gone
+
+        while True:
+            tip = self.notes_tip(notes_ref)
+            try:
+                return self.objects.note(tip, oid)
+            except Gone:  # this commit lost a note to a prune: building on it would keep the hole in history
+                self._readable[tip or ""] = False
+
+    def notes_tip(self, notes_ref: str) -> str | None:
+        """The commit the next notes commit on `notes_ref` builds on: its tip, or, when a `git gc --prune=now`
+        took the tip or part of it while it was being written, the newest commit the ref's reflog names that the
+        mailbox still has whole enough to read. Only what those writes added is lost, and notes go on being
+        written (`gitmail doctor --repair` mends the ref's history)."""
+        tip = self.target(notes_ref)
+        if tip is None or self._readable_notes(tip):
+            return tip
+        older = (new for _, new in reversed(reflog(self.store.path, notes_ref)) if new != tip)
+        kept = next((new for new in older if self._readable_notes(new)), None)
+        if (notes_ref, kept) not in self._told:
+            self._told.add((notes_ref, kept))
+            log_problem(
+                self.store, f"{notes_ref} pointed at {tip}, which the mailbox no longer has whole; went on from {kept}"
+            )
+        return kept
+
+    def _readable_notes(self, commit: str) -> bool:
+        if commit not in self._readable:
+            self._readable[commit] = self.objects.readable_notes(commit)
+        return self._readable[commit]
 
     def set_aside(self, ref: str, oid: str, what: str) -> list[Change]:
         """The changes that move a damaged message ref out of every listing, into refs/gitmail/_damaged/, never
-        deleting what is known of it. A ref whose commit is gone cannot point anywhere (git refuses a ref to a
-        missing object): a small commit recording the ref and the lost commit id stands in for it."""
+        deleting what is known of it. A ref whose commit is gone, or lacks part of what it reaches, cannot point
+        there (git refuses a ref to a missing object; git fsck and git gc fail on a commit with parts missing): a
+        small commit recording the ref and the lost commit id stands in for it."""
         kept = oid
-        if self.store.missing([oid]):
-            text = f"gitmail: {what} set aside: {ref} pointed at {oid}, which the mailbox no longer has\n"
+        if not self.store.whole(oid):
+            text = f"gitmail: {what} set aside: {ref} pointed at {oid}, which the mailbox no longer has whole\n"
             kept = self.objects.record(text, who=self.actor)
         return [Change(damaged_ref(ref), kept, None), Change(ref, None, oid)]
 
@@ -505,6 +594,8 @@ def _update_refs(
             store.git(*arguments, stdin="".join(commands).encode(), env=identity, pass_fds=(lock_fd,))
             return
         except gitcmd.GitFailed as failure:
+            if "nonexistent object" in failure.stderr:  # a concurrent prune took an object just written
+                raise Transient(str(failure)) from None
             held = lock.held_lock(failure.stderr, store.path)
             if held is None:
                 raise
@@ -517,7 +608,25 @@ def _update_refs(
             ) from None
 
 
-def _check_ownership(where: Path) -> None:
+def reflog(git_dir: Path, ref: str, *, every: bool = False) -> list[tuple[str, str]]:
+    """The (old, new) commit ids of each entry in a ref's reflog, oldest first; [] when it has none. With `every`,
+    each line of it is an entry (as git counts them: `ref@{0}` is the last), "" where a line names no commit."""
+    try:
+        text = (git_dir / "logs" / ref).read_text(errors="replace")
+    except OSError:
+        return []
+    entries = []
+    for line in text.splitlines():
+        old, _, rest = line.partition(" ")
+        new = rest.partition(" ")[0]
+        if len(old) == len(new) in (40, 64) and new.strip("0"):
+            entries.append((old, new))
+        elif every:
+            entries.append(("", ""))
+    return entries
+
+
+def check_ownership(where: Path) -> None:
     """Refuse a mailbox another user owns or could change (as ssh refuses a key file others can write): its
     config and refs decide what gitmail runs and delivers. Inside a private (0700) mailbox nobody else can reach
     anything, whatever the modes there."""

@@ -15,6 +15,14 @@ HOOK_ROWS = {"hook session-start", "hook session-start, receipts off", "hook ses
 MCP_ROWS = {"mcp send", "mcp inbox"}
 TIMED_ROWS = {"python -c pass", "send", "inbox", "log -n 20", *HOOK_ROWS, *MCP_ROWS, *VIEW_ROWS}
 CONCURRENT_ROWS = {"concurrent sends", "concurrent CLI sends"}
+MOMENT_ROWS = {
+    "moments: python3 -c pass",
+    "moments: quiet path, Claude Code",
+    "moments: quiet path, Codex",
+    "moments: tool call with new mail",
+    "moments: session start, mail unchanged",
+    "moments: session start with new mail",
+}
 
 
 @pytest.mark.slow
@@ -26,7 +34,7 @@ def test_quick_benchmark_reports_every_row() -> None:
 
     report = json.loads(done.stdout)
     rows = report["rows"]
-    assert {row["name"] for row in rows} == TIMED_ROWS | CONCURRENT_ROWS
+    assert {row["name"] for row in rows} == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS
     assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
     sizes = report["settings"]["sizes"]
     assert sizes == [0, 1000]
@@ -37,3 +45,7 @@ def test_quick_benchmark_reports_every_row() -> None:
     expected = report["settings"]["processes"] * report["settings"]["per_process"]
     concurrent = [row for row in rows if row["name"] in CONCURRENT_ROWS]
     assert all(row["messages"] == expected and row["messages_per_s"] > 0 for row in concurrent)
+    moments = {row["name"]: row for row in rows if row["name"] in MOMENT_ROWS}
+    assert all(row["archived"] is None for row in moments.values())
+    for name in MOMENT_ROWS - {"moments: python3 -c pass"}:
+        assert "× python3 -c pass" in moments[name]["note"], name

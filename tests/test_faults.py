@@ -292,3 +292,34 @@ def test_a_stale_time_without_timezone_is_refused(box: Store) -> None:
     with pytest.raises(UsageError, match="timezone"):
         mailbox.send(box, sender="api", to="web", subject="x", when=datetime(2026, 1, 1))
     assert not box.exists()
+
+
+def test_a_write_that_git_maintenance_pulled_objects_from_under_is_done_again(
+    box: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmail.errors import Transient
+    from gitmail.objects import Objects
+
+    mailbox.send(box, sender="api", to="web", subject="before")
+    real = Objects.commit
+    failures = iter([Transient("an object directory vanished")])
+
+    def flaky(self: Objects, *args: object, **kwargs: object) -> str:
+        for failure in failures:
+            raise failure
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Objects, "commit", flaky)
+    sent = mailbox.send(box, sender="api", to="web", subject="after")
+    assert [e.message.subject for e in mailbox.pending(box, repo="web").directed] == ["before", "after"]
+    assert sent.message.subject == "after"
+
+
+def test_only_unreadable_mail_is_said_as_such(web: Path, box: Store) -> None:
+    from tests.damage import lose
+
+    gone = mailbox.send(box, sender="api", to="web", subject="lost")
+    lose(box, f"refs/gitmail/web/inbox/{gone.message.id}")
+    context = hook_context(web)
+    assert context is not None and context.startswith('gitmail: no readable mail for "web".\n\nNote: 1 message could')
+    assert "read these messages" not in context

@@ -11,9 +11,11 @@ Where each host puts hook context, and in which role, is asserted here, once per
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import queue
+import re
 import shlex
 import shutil
 import subprocess
@@ -35,6 +37,7 @@ CACHE = Path(
     or Path(os.environ.get("XDG_CACHE_HOME") or REAL_HOME / ".cache") / "gitmail-hosts"
 )
 CLAUDE_PREFIX = "SessionStart hook additional context: "
+_probes = itertools.count()
 
 
 class Unavailable(NamedTuple):
@@ -82,12 +85,20 @@ class World:
 model = "stub-model"
 model_provider = "stub"
 check_for_update_on_startup = false
+# Commands run in the sandbox of a user who lets Codex work on a repository ("Auto": workspace-write).
+sandbox_mode = "workspace-write"
 
 [model_providers.stub]
 name = "stub"
 base_url = "{self.stub.url}/v1"
 wire_api = "responses"
 env_key = "STUB_API_KEY"
+
+# The world lives under /tmp, which the workspace-write sandbox lets commands write; excluding it makes the
+# world's HOME as closed to them as a real home directory is.
+[sandbox_workspace_write]
+exclude_slash_tmp = true
+exclude_tmpdir_env_var = true
 
 [features]
 plugins = false
@@ -151,21 +162,36 @@ enabled = false
         assert not check or done.returncode == 0, done.stderr
         return done
 
-    def hook(self, cwd: Path) -> str | None:
-        """What gitmail's session-start hook prints for a session in `cwd` right now (directed mail only is
-        deterministic: reading it hands nothing over)."""
-        payload = json.dumps(
-            {"session_id": "s", "cwd": str(cwd), "hook_event_name": "SessionStart", "source": "startup"}
-        )
+    def hook(self, cwd: Path, moment: str = "session-start", host: str = "claude", **env: str) -> str | None:
+        """What gitmail's hook prints at this moment for a session in `cwd` that knows nothing yet (directed mail
+        only is deterministic: reading it hands nothing over): the context, or Codex's turn-end notice."""
+        events = {"session-start": "SessionStart", "tool": "PostToolUse", "prompt": "UserPromptSubmit", "stop": "Stop"}
+        payload = {"session_id": f"expected-{next(_probes)}", "cwd": str(cwd), "hook_event_name": events[moment]}
         done = subprocess.run(
-            [sys.executable, "-m", "gitmail", "hook", "session-start"],
-            input=payload,
+            [sys.executable, "-m", "gitmail", "hook", moment, "--host", host],
+            input=json.dumps(payload),
             capture_output=True,
             text=True,
-            env=self.env(),
+            env=self.env(**env),
             cwd=cwd,
         )
-        return json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] if done.stdout else None
+        if not done.stdout:
+            return None
+        answer = json.loads(done.stdout)
+        return str(answer["reason"]) if "reason" in answer else str(answer["hookSpecificOutput"]["additionalContext"])
+
+    def gitmail_processes(self) -> list[str]:
+        """gitmail's processes running in this world (its HOME in their environment): none may outlive a session."""
+        found = []
+        for proc in Path("/proc").iterdir():
+            try:
+                environ = (proc / "environ").read_bytes().split(b"\0")
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if f"HOME={self.home}".encode() in environ and ("gitmail" in command or "hook.sh" in command):
+                found.append(f"{proc.name}: {command}")
+        return found
 
 
 # -- turns and sessions ---------------------------------------------------------------------------------------------
@@ -230,8 +256,10 @@ class Host:
         self.world = world
         self.binary = world.binaries[self.name.split("-")[0]]
 
+    host = ""  # the host gitmail's hooks answer as
+
     def install(self) -> None:
-        """Put gitmail's hook where this host finds it."""
+        """Put gitmail's hooks where this host finds them."""
 
     def uninstall(self) -> None:
         """Take gitmail's hook away again."""
@@ -256,12 +284,32 @@ class Host:
         groups.append({"hooks": [{"type": "command", "command": str(script)}]})
         self.settings.write_text(json.dumps(document, indent=2) + "\n")
 
-    def session(self, cwd: Path) -> Session:
+    def session(self, cwd: Path, **env: str) -> Session:
         raise NotImplementedError
+
+    def hook_env(self) -> dict[str, str]:
+        """What the host's gitmail hooks run with beyond the world's environment."""
+        return {}
+
+    def expected(self, cwd: Path, moment: str = "session-start") -> str | None:
+        """What gitmail hands a session of this host in `cwd` that knows nothing yet, at this moment."""
+        return self.world.hook(cwd, moment, self.host, **self.hook_env())
 
     def delivered(self, request: Request, *, first: bool = True) -> list[str]:
         """The SessionStart hook contexts in this request, from the one place the host puts them (asserting the
         place and the role). `first`: the request opens the conversation after a session start."""
+        raise NotImplementedError
+
+    def after_tool(self, request: Request) -> list[str]:
+        """The hook contexts beside the last tool result in this request (asserting their place and role)."""
+        raise NotImplementedError
+
+    def with_prompt(self, request: Request) -> list[str]:
+        """The hook contexts that came with the last prompt in this request (asserting their place and role)."""
+        raise NotImplementedError
+
+    def continuation(self, request: Request) -> str | None:
+        """What a turn-end hook continued the turn with, when this request is that continuation."""
         raise NotImplementedError
 
     def _new_requests(self, since: int) -> list[Request]:
@@ -293,9 +341,10 @@ class Session:
 
 
 class ClaudeCode(Host):
-    """Claude Code with gitmail's hook installed in ~/.claude/settings.json by `gitmail install --claude`."""
+    """Claude Code with gitmail's hooks installed in ~/.claude/settings.json by `gitmail install --claude`."""
 
     name = "claude"
+    host = "claude"
 
     @property
     def settings(self) -> Path:
@@ -326,8 +375,32 @@ class ClaudeCode(Host):
         result = next(json.loads(line) for line in reversed(done.stdout.splitlines()) if '"type":"result"' in line)
         return Turn(result["session_id"], self._new_requests(since), done.stdout)
 
-    def session(self, cwd: Path) -> Session:
-        return ClaudeSession(self, cwd)
+    def session(self, cwd: Path, **env: str) -> Session:
+        return ClaudeSession(self, cwd, env)
+
+    def after_tool(self, request: Request) -> list[str]:
+        # Claude Code 2.1.332 sends the context of the hooks that ran after a batch of tool calls as one system-role
+        # message right after the user message carrying the tool results, one paragraph per hook, each opening with
+        # "<Event>[:<tool>] hook additional context: ".
+        messages = request.body["messages"]
+        last = max(i for i, m in enumerate(messages) if _has_tool_result(m))
+        return _claude_contexts(messages[last + 1 :], "PostToolBatch")
+
+    def with_prompt(self, request: Request) -> list[str]:
+        # …and a UserPromptSubmit hook's context as a system-role message right after the prompt it ran for.
+        messages = request.body["messages"]
+        last = max(i for i, m in enumerate(messages) if m["role"] == "user" and not _has_tool_result(m))
+        return _claude_contexts(messages[last + 1 :], "UserPromptSubmit")
+
+    def continuation(self, request: Request) -> str | None:
+        # A Stop hook's additionalContext continues the turn with a user-role message of its own: a
+        # <system-reminder> opening with "Stop hook additional context: ".
+        last = request.body["messages"][-1]
+        text = _claude_text(last)
+        prefix = "<system-reminder>\nStop hook additional context: "
+        if last["role"] != "user" or not text.startswith(prefix):
+            return None
+        return text.removeprefix(prefix).removesuffix("\n</system-reminder>")
 
     def delivered(self, request: Request, *, first: bool = True) -> list[str]:
         # Claude Code 2.1.332 sends hook context as "SessionStart hook additional context: …" in a system-role message
@@ -360,6 +433,9 @@ class ClaudeCodePlugin(ClaudeCode):
 
     name = "claude-plugin"
 
+    def hook_env(self) -> dict[str, str]:
+        return {"GITMAIL_COMMAND": f"'{ROOT}/hooks/gitmail'"}  # what the plugin's hooks name for the session to run
+
     def install(self) -> None:
         pass
 
@@ -373,12 +449,12 @@ class ClaudeCodePlugin(ClaudeCode):
 class ClaudeSession(Session):
     """`claude -p --input-format stream-json --output-format stream-json --verbose`, its standard input kept open."""
 
-    def __init__(self, host: ClaudeCode, cwd: Path) -> None:
+    def __init__(self, host: ClaudeCode, cwd: Path, env: dict[str, str]) -> None:
         self.host = host
         self.process = subprocess.Popen(
             [*host.args(), "-p", "--input-format", "stream-json"],
             cwd=cwd,
-            env=host.world.env(),
+            env=host.world.env(**env),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -397,6 +473,14 @@ class ClaudeSession(Session):
     def compact(self) -> None:
         self._send("/compact")
         self.out.until(lambda m: m.get("type") == "result")
+
+    def idle_turn(self, since: int, timeout: float) -> Turn | None:
+        """A turn the host began on its own while the session waited for its user (woken), once it has ended; None
+        if none began within `timeout` seconds."""
+        if self.host.world.stub.next_request(since, timeout) is None:
+            return None
+        result = self.out.until(lambda m: m.get("type") == "result")
+        return Turn(result["session_id"], self.host._new_requests(since), "".join(self.out.seen))
 
     def _send(self, text: str) -> None:
         assert self.process.stdin is not None
@@ -418,9 +502,11 @@ class ClaudeSession(Session):
 
 
 class Codex(Host):
-    """Codex with gitmail's hook installed in $CODEX_HOME/hooks.json by `gitmail install --codex` (which trusts it)."""
+    """Codex with gitmail's hooks installed in $CODEX_HOME/hooks.json by `gitmail install --codex` (which trusts
+    them)."""
 
     name = "codex"
+    host = "codex"
 
     @property
     def settings(self) -> Path:
@@ -458,8 +544,34 @@ class Codex(Host):
         thread = next(e["thread_id"] for e in events if e.get("type") == "thread.started")
         return Turn(thread, self._new_requests(since), done.stdout + done.stderr)
 
-    def session(self, cwd: Path) -> Session:
-        return CodexSession(self, cwd)
+    def session(self, cwd: Path, **env: str) -> Session:
+        return CodexSession(self, cwd, env)
+
+    def after_tool(self, request: Request) -> list[str]:
+        # Codex 0.171.0 sends a PostToolUse hook's context as a developer message of its own between the tool call
+        # and its output.
+        items = request.body["input"]
+        output = max(i for i, item in enumerate(items) if str(item.get("type", "")).endswith("call_output"))
+        call = max(i for i, item in enumerate(items[:output]) if str(item.get("type", "")).endswith("call"))
+        between = items[call + 1 : output]
+        assert all(item.get("role") == "developer" for item in between), between
+        return [_codex_text(item) for item in between]
+
+    def with_prompt(self, request: Request) -> list[str]:
+        # …and a UserPromptSubmit hook's context as a developer message right after the prompt.
+        items = request.body["input"]
+        prompt = max(i for i, item in enumerate(items) if item.get("role") == "user")
+        after = items[prompt + 1 :]
+        return [_codex_text(item) for item in after if item.get("role") == "developer"]
+
+    def continuation(self, request: Request) -> str | None:
+        # A Stop hook's {"decision": "block", "reason": R} continues the turn with a user-role message
+        # <hook_prompt hook_run_id="stop:…">R</hook_prompt>.
+        last = request.body["input"][-1]
+        text = _codex_text(last)
+        if last.get("role") != "user" or not text.startswith('<hook_prompt hook_run_id="stop:'):
+            return None
+        return text[text.index(">") + 1 :].removesuffix("</hook_prompt>")
 
     def delivered(self, request: Request, *, first: bool = True) -> list[str]:
         # Codex 0.171.0 sends a SessionStart hook's context as a developer message of its own right before the prompt
@@ -482,6 +594,26 @@ class Codex(Host):
         return found
 
 
+def _claude_text(message: dict[str, Any]) -> str:
+    content = message["content"]
+    return content if isinstance(content, str) else "".join(block.get("text") or "" for block in content)
+
+
+def _has_tool_result(message: dict[str, Any]) -> bool:
+    content = message["content"]
+    return isinstance(content, list) and any(block.get("type") == "tool_result" for block in content)
+
+
+def _claude_contexts(following: list[dict[str, Any]], event: str) -> list[str]:
+    """The contexts of `event`'s hooks in the system message that must follow (its paragraphs, by prefix)."""
+    if not following:
+        return []
+    assert following[0]["role"] == "system", following[0]
+    prefix = f"{event} hook additional context: "
+    paragraphs = re.split(r"\n\n(?=\S+ hook additional context: )", _claude_text(following[0]))
+    return [p.removeprefix(prefix) for p in paragraphs if p.startswith(prefix)]
+
+
 def _codex_text(item: dict[str, Any]) -> str:
     content = item.get("content") or []
     return "".join(part.get("text", "") for part in content) if isinstance(content, list) else ""
@@ -491,12 +623,12 @@ class CodexSession(Session):
     """A Codex thread driven through `codex app-server` (the protocol Codex's own interfaces use): one thread, a
     turn per prompt."""
 
-    def __init__(self, host: Codex, cwd: Path) -> None:
+    def __init__(self, host: Codex, cwd: Path, env: dict[str, str]) -> None:
         self.host = host
         self.process = subprocess.Popen(
             [str(host.binary), "app-server"],
             cwd=cwd,
-            env=host.world.env(),
+            env=host.world.env(**env),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -11,11 +11,12 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -26,13 +27,17 @@ class Request:
     api: str  # "anthropic" or "openai"
     path: str
     body: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
     @property
     def shell_tool(self) -> dict[str, Any] | None:
         """The shell tool the host offers in this request, as the host declared it (None in side requests)."""
+        return next((self.tool(name) for name in SHELL_TOOLS if self.tool(name)), None)
+
+    def tool(self, name: str) -> dict[str, Any] | None:
+        """The tool of this name the host offers in this request, as the host declared it."""
         for tool in self.body.get("tools") or []:
-            name = tool.get("name") or tool.get("function", {}).get("name")
-            if name in SHELL_TOOLS:
+            if (tool.get("name") or tool.get("function", {}).get("name")) == name:
                 return dict(tool)
         return None
 
@@ -80,9 +85,10 @@ def _strings(value: Any) -> Iterator[str]:
 
 @dataclass(frozen=True)
 class Answer:
-    """Answer with text and end the turn."""
+    """Answer with text (or what `text` computes from the request: a test can act at that moment) and end the
+    turn."""
 
-    text: str = "ok"
+    text: str | Callable[[Request], str] = "ok"
 
 
 @dataclass(frozen=True)
@@ -91,29 +97,22 @@ class Shell:
     tool's result comes back, answer `then`."""
 
     command: str | Callable[[Request], str]
-    then: str = "done"
+    then: str | Callable[[Request], str] = "done"
 
 
 @dataclass(frozen=True)
-class Tool:
-    """Call the tool the host declared as `name` (a function of its own, or an MCP server's: Codex declares those
-    inside a namespace, `mcp__SERVER`, and `mcp__SERVER__TOOL` names one of them) with `arguments`; once the tool's
-    result comes back, take `then`: text to answer with, or another step."""
+class Call:
+    """Call the host's tool `tool` with these arguments, then, once its result comes back, answer `then` (or take
+    it as the next step: a call that needs another first). An MCP server's tool is `mcp__SERVER__TOOL`, which Codex
+    declares inside a namespace of the server's and Claude Code by that very name."""
 
-    name: str
+    tool: str
     arguments: dict[str, Any]
     then: str | Step = "done"
 
 
-Step = Answer | Shell | Tool
-
-
-class Call(NamedTuple):
-    """A tool call the stub makes, as the host declared the tool."""
-
-    name: str
-    arguments: dict[str, Any]
-    namespace: str | None = None
+Step = Answer | Shell | Call
+ToolCall = tuple[str, dict[str, Any]]  # a tool's name and its arguments
 
 
 @dataclass
@@ -125,9 +124,13 @@ class Stub:
     steps: deque[Step] = field(default_factory=deque)
     commands: list[str] = field(default_factory=list)  # shell commands the stub asked a host to run
     port: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _pending_then: str | Step | None = None
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _arrived: threading.Condition = field(init=False)
+    _pending_then: str | Callable[[Request], str] | Step | None = None
     _ids: Iterator[int] = field(default_factory=itertools.count)
+
+    def __post_init__(self) -> None:
+        self._arrived = threading.Condition(self._lock)
 
     @property
     def url(self) -> str:
@@ -140,28 +143,46 @@ class Stub:
         with self._lock:
             self.steps.extend(steps)
 
-    def decide(self, request: Request) -> tuple[str, Call | None]:
+    def decide(self, request: Request) -> tuple[str, ToolCall | None]:
         """(text, tool call or None) for this request."""
         with self._lock:
-            self.requests.append(request)
+            self.record(request)
             if request.shell_tool is None:
                 return "ok", None
+            step: Step
             if request.after_tool_call and self._pending_then is not None:
                 then, self._pending_then = self._pending_then, None
-                if isinstance(then, str):
-                    return then, None
-                step: Step = then
+                if not isinstance(then, Answer | Shell | Call):
+                    return (then(request) if callable(then) else then), None
+                step = then
             else:
                 step = self.steps.popleft() if self.steps else Answer()
             if isinstance(step, Answer):
-                return step.text, None
+                return (step.text(request) if callable(step.text) else step.text), None
             self._pending_then = step.then
-            if isinstance(step, Tool):
-                return "", _declared(request, step)
+            if isinstance(step, Call):
+                return "", (step.tool, step.arguments)
             command = step.command(request) if callable(step.command) else step.command
             self.commands.append(command)
             tool = request.shell_tool
-            return "", Call(str(tool.get("name") or tool.get("function", {}).get("name")), _shell_input(tool, command))
+            return "", (tool["name"] if "name" in tool else tool["function"]["name"], _shell_input(tool, command))
+
+    def record(self, request: Request) -> None:
+        with self._arrived:
+            self.requests.append(request)
+            self._arrived.notify_all()
+
+    def next_request(self, after: int, timeout: float) -> Request | None:
+        """The first request of the host's main conversation after the first `after` requests, once it arrives; None
+        if none does within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while True:
+                found = [r for r in self.requests[after:] if r.shell_tool is not None]
+                if found:
+                    return found[0]
+                if not self._arrived.wait(deadline - time.monotonic()) and time.monotonic() >= deadline:
+                    return None
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):04d}"
@@ -181,28 +202,14 @@ def _shell_input(tool: dict[str, Any], command: str) -> dict[str, Any]:
     return {"command": command}
 
 
-def _declared(request: Request, step: Tool) -> Call:
-    """The call to `step.name` as the request declares that tool; the test fails if it does not."""
-    names = []
-    for tool in request.body.get("tools") or []:
-        name = tool.get("name") or tool.get("function", {}).get("name")
-        names.append(name)
-        if name == step.name:
-            return Call(name, step.arguments)
-        for inner in tool.get("tools") or [] if tool.get("type") == "namespace" else []:
-            if f"{name}__{inner.get('name')}" == step.name:
-                return Call(inner["name"], step.arguments, namespace=name)
-    raise AssertionError(f"the host declared no tool {step.name!r} in this request; it declared {names}")
-
-
-def _anthropic_content(stub: Stub, request: Request, text: str, call: Call | None) -> list[dict[str, Any]]:
+def _anthropic_content(stub: Stub, text: str, call: ToolCall | None) -> list[dict[str, Any]]:
     if call is None:
         return [{"type": "text", "text": text}]
-    return [{"type": "tool_use", "id": stub.next_id("toolu"), "name": call.name, "input": call.arguments}]
+    return [{"type": "tool_use", "id": stub.next_id("toolu"), "name": call[0], "input": call[1]}]
 
 
-def _anthropic_events(stub: Stub, request: Request, text: str, call: Call | None) -> Iterator[tuple[str, Any]]:
-    content = _anthropic_content(stub, request, text, call)
+def _anthropic_events(stub: Stub, request: Request, text: str, call: ToolCall | None) -> Iterator[tuple[str, Any]]:
+    content = _anthropic_content(stub, text, call)
     usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
     message = {
         "id": stub.next_id("msg"),
@@ -238,20 +245,20 @@ def _anthropic_events(stub: Stub, request: Request, text: str, call: Call | None
     yield "message_stop", {"type": "message_stop"}
 
 
-def _anthropic_message(stub: Stub, request: Request, text: str, call: Call | None) -> dict[str, Any]:
+def _anthropic_message(stub: Stub, request: Request, text: str, call: ToolCall | None) -> dict[str, Any]:
     return {
         "id": stub.next_id("msg"),
         "type": "message",
         "role": "assistant",
         "model": request.body.get("model", "stub"),
-        "content": _anthropic_content(stub, request, text, call),
+        "content": _anthropic_content(stub, text, call),
         "stop_reason": "tool_use" if call is not None else "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": 5},
     }
 
 
-def _openai_events(stub: Stub, request: Request, text: str, call: Call | None) -> Iterator[tuple[str, Any]]:
+def _openai_events(stub: Stub, request: Request, text: str, call: ToolCall | None) -> Iterator[tuple[str, Any]]:
     response_id = stub.next_id("resp")
     yield "response.created", {"type": "response.created", "response": {"id": response_id}}
     if call is None:
@@ -262,15 +269,16 @@ def _openai_events(stub: Stub, request: Request, text: str, call: Call | None) -
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
     else:
+        namespace, name = _namespaced(request, call[0])
         item = {
             "type": "function_call",
             "id": stub.next_id("fc"),
             "call_id": stub.next_id("call"),
-            "name": call.name,
-            "arguments": json.dumps(call.arguments),
+            "name": name,
+            "arguments": json.dumps(call[1]),
         }
-        if call.namespace is not None:
-            item["namespace"] = call.namespace
+        if namespace is not None:
+            item["namespace"] = namespace
     yield "response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}
     yield "response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}
     usage = {
@@ -281,6 +289,17 @@ def _openai_events(stub: Stub, request: Request, text: str, call: Call | None) -
         "total_tokens": 15,
     }
     yield "response.completed", {"type": "response.completed", "response": {"id": response_id, "usage": usage}}
+
+
+def _namespaced(request: Request, name: str) -> tuple[str | None, str]:
+    """(namespace, function) for a tool the request declares inside a namespace as `NAMESPACE__FUNCTION` (Codex's
+    MCP tools); (None, name) for any other."""
+    for tool in request.body.get("tools") or []:
+        if tool.get("type") == "namespace":
+            for inner in tool.get("tools") or []:
+                if f"{tool['name']}__{inner.get('name')}" == name:
+                    return tool["name"], inner["name"]
+    return None, name
 
 
 # -- the server ---------------------------------------------------------------------------------------------------
@@ -301,7 +320,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._foreign():
             return
         self._body()
-        self.server.stub.requests.append(Request("other", f"GET {self.path}", {}))
+        self.server.stub.record(Request("other", f"GET {self.path}", {}))
         self._send(404, b'{"error": {"type": "not_found", "message": "not in the stub"}}', "application/json")
 
     def do_HEAD(self) -> None:  # noqa: N802
@@ -320,7 +339,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         stub = self.server.stub
         if path.endswith("/messages/count_tokens"):
-            stub.requests.append(Request("anthropic", path, body))
+            stub.record(Request("anthropic", path, body))
             self._send(200, json.dumps({"input_tokens": 100}).encode(), "application/json")
         elif path.endswith("/messages"):
             request = Request("anthropic", path, body)
@@ -334,7 +353,7 @@ class _Handler(BaseHTTPRequestHandler):
             text, call = stub.decide(request)
             self._stream(_openai_events(stub, request, text, call))
         else:
-            stub.requests.append(Request("other", f"POST {path}", body))
+            stub.record(Request("other", f"POST {path}", body))
             self._send(404, b'{"error": {"type": "not_found", "message": "not in the stub"}}', "application/json")
 
     def _foreign(self) -> bool:

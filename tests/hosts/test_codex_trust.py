@@ -23,21 +23,25 @@ def listed(world: World) -> list[codex_trust.Listed]:
 
 
 def gitmails(world: World) -> list[codex_trust.Listed]:
-    return [h for h in listed(world) if h.command.endswith(installer.MARK)]
+    return [h for h in listed(world) if "# gitmail:" in h.command]
 
 
-def test_install_trusts_the_hook_exactly_as_codex_records_trust(world: World) -> None:
+def test_install_trusts_every_hook_exactly_as_codex_records_trust(world: World) -> None:
     done = world.gitmail("install", "--codex")
     hooks, config = world.codex_home / "hooks.json", world.codex_home / "config.toml"
-    assert f"{config}: trusted gitmail's hook for Codex through Codex's app-server" in done.stderr
-    [ours] = gitmails(world)
-    assert (ours.key, ours.trust_status) == (f"{hooks}:session_start:0:0", "trusted")
-    entry = json.loads(hooks.read_text())["hooks"]["SessionStart"][0]["hooks"][0]
-    assert codex_trust.entry_hash(entry, None) == ours.current_hash  # the fallback computes what Codex computes
-    assert f'[hooks.state."{hooks}:session_start:0:0"]\ntrusted_hash = "{ours.current_hash}"\n' in config.read_text()
+    assert f"{config}: trusted gitmail's hooks for Codex through Codex's app-server" in done.stderr
+    ours = {h.key: h for h in gitmails(world)}
+    document = json.loads(hooks.read_text())["hooks"]
+    assert set(document) == {"SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "SessionEnd"}
+    for event, groups in document.items():
+        listed_here = ours[codex_trust.key(hooks, (event, 0, 0))]
+        assert listed_here.trust_status == "trusted"
+        computed = codex_trust.entry_hash(groups[0]["hooks"][0], None, event)
+        assert computed == listed_here.current_hash, event  # the fallback computes what Codex computes
+        assert f'[hooks.state."{listed_here.key}"]\ntrusted_hash = "{computed}"\n' in config.read_text()
     files = {path: path.read_bytes() for path in (hooks, config)}
     again = world.gitmail("install", "--codex")
-    assert f"{config}: Codex already trusts gitmail's hook" in again.stderr
+    assert f"{config}: Codex already trusts gitmail's hooks" in again.stderr
     assert {path: path.read_bytes() for path in files} == files  # a second install changes no byte
 
 
@@ -45,8 +49,7 @@ def test_without_codex_to_ask_the_computed_trust_is_what_codex_accepts(world: Wo
     path = os.pathsep.join(d for d in world.env()["PATH"].split(os.pathsep) if d != str(world.binaries["codex"].parent))
     done = world.gitmail("install", "--codex", PATH=path)
     assert "with the hash Codex computes (no codex on PATH)" in done.stderr
-    [ours] = gitmails(world)
-    assert ours.trust_status == "trusted"
+    assert [h.trust_status for h in gitmails(world)] == ["trusted"] * 5
 
 
 def test_codex_skips_an_untrusted_hook_without_a_word(world: World) -> None:
@@ -55,7 +58,7 @@ def test_codex_skips_an_untrusted_hook_without_a_word(world: World) -> None:
     codex = Codex(world)
     done = world.gitmail("install", "--codex", "--no-trust")
     assert "Codex skips an untrusted hook without a word, in `codex exec` too: open /hooks in Codex" in done.stderr
-    assert [h.trust_status for h in gitmails(world)] == ["untrusted"]
+    assert [h.trust_status for h in gitmails(world)] == ["untrusted"] * 5
     turn = codex.run(web, "hello")
     assert codex.delivered(turn.first) == []  # skipped, and nothing said about it
     world.gitmail("install", "--codex")
@@ -68,12 +71,12 @@ def test_uninstall_leaves_every_other_hook_as_trusted_as_it_was(world: World) ->
     world.gitmail("install", "--codex")
     codex.add_own_hook("second", context="second")
     codex.add_own_hook("third", context="third")
-    assert [h.trust_status for h in listed(world)] == ["trusted"] * 4  # first, gitmail's, second, third
+    assert [h.trust_status for h in listed(world)] == ["trusted"] * 8  # first, gitmail's five, second, third
     world.gitmail("uninstall", "--codex")
     after = {h.command.rsplit("/", 1)[-1]: h.trust_status for h in listed(world)}  # their positions all shifted
     assert after == {"first": "trusted", "second": "trusted", "third": "trusted"}
     state = (world.codex_home / "config.toml").read_text()
-    assert state.count("trusted_hash") == 3  # gitmail's own entry is gone
+    assert state.count("trusted_hash") == 3  # gitmail's own entries are gone
 
 
 def test_status_reports_what_codex_reports(world: World, monkeypatch: pytest.MonkeyPatch) -> None:

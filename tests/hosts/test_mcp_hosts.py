@@ -12,7 +12,7 @@ import tomlkit
 from gitmail import mailbox
 from gitmail.store import Store
 from tests.hosts.harness import HOSTS, Host, World
-from tests.hosts.stub import Request, Step, Tool
+from tests.hosts.stub import Call, Request, Step
 
 TOOLS = ["send", "inbox", "done", "log", "show", "retract"]
 
@@ -54,9 +54,9 @@ def offered(host: Host, request: Request) -> list[str]:
 
 def calling(host: Host, tool: str, arguments: dict[str, object], then: str) -> Step:
     """The model's steps to call one of gitmail's tools in this host."""
-    call = Tool(f"mcp__gitmail__{tool}", arguments, then=then)
+    call = Call(f"mcp__gitmail__{tool}", arguments, then=then)
     if host.name == "claude":  # its schema is loaded first
-        return Tool("ToolSearch", {"query": f"select:mcp__gitmail__{tool}"}, then=call)
+        return Call("ToolSearch", {"query": f"select:mcp__gitmail__{tool}"}, then=call)
     return call
 
 
