@@ -371,6 +371,12 @@ MomentsOption = Annotated[
 ]
 
 
+McpOption = Annotated[
+    bool,
+    typer.Option("--mcp", help="The MCP server instead of the hook (Claude Code: ~/.claude.json; Codex: config.toml)."),
+]
+
+
 @app.command()
 def install(
     claude: ClaudeOption = False,
@@ -378,9 +384,11 @@ def install(
     dry_run: DryRunOption = False,
     no_trust: NoTrustOption = False,
     moments: MomentsOption = "start,tool,prompt,stop,wake,end",
+    mcp: McpOption = False,
 ) -> None:
     """Install the hooks that deliver mail into sessions, for Claude Code and/or Codex (default: whichever is found
-    on this machine), at every moment the host offers (--moments to choose). Running it again changes nothing."""
+    on this machine), at every moment the host offers (--moments to choose); with --mcp, register the MCP server
+    instead. Running it again changes nothing."""
     from gitmail import install as installer
 
     chosen = installer.parse_moments(moments)
@@ -388,6 +396,10 @@ def install(
     hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or installer.detect_hosts(home)
     if not hosts:
         raise GitmailError("found neither Claude Code (~/.claude) nor Codex (~/.codex); pass --claude or --codex")
+    if mcp:
+        from gitmail import mcpconfig
+
+        return _carry_out(mcpconfig.plan(home=home, hosts=hosts, install=True), dry_run)
     version = installer.codex_version() if "codex" in hosts else None
     plan = installer.plan(
         home=home, hosts=hosts, install=True, moments=chosen, codex_version=version, trust=not no_trust
@@ -396,11 +408,18 @@ def install(
 
 
 @app.command()
-def uninstall(claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False) -> None:
-    """Remove exactly what `gitmail install` added (default: from both hosts)."""
+def uninstall(
+    claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False, mcp: McpOption = False
+) -> None:
+    """Remove exactly what `gitmail install` added (default: from both hosts); with --mcp, the MCP server
+    registration `gitmail install --mcp` added."""
     from gitmail import install as installer
 
     hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or list(installer.HOSTS)
+    if mcp:
+        from gitmail import mcpconfig
+
+        return _carry_out(mcpconfig.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
     _carry_out(installer.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
 
 
@@ -419,6 +438,22 @@ def _carry_out(plan: install_module.Plan, dry_run: bool) -> None:
         _say("nothing to change")
     for note in plan.notes:
         _say(f"note: {note}")
+
+
+@app.command()
+def mcp(
+    print_config: Annotated[
+        bool, typer.Option("--print-config", help="Print the JSON entry MCP clients take, and exit.")
+    ] = False,
+) -> None:
+    """Run the MCP server on standard input and output (an MCP client starts it): gitmail's tools and the
+    inbox as a resource, for any agent client that speaks the Model Context Protocol."""
+    from gitmail import mcpserver
+
+    if print_config:
+        print(mcpserver.print_config())
+        return
+    raise typer.Exit(mcpserver.main())
 
 
 @app.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

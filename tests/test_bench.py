@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).parent.parent
 VIEW_ROWS = {"view: start until URL", "view: first page", "view: page after new mail"}
 HOOK_ROWS = {"hook session-start", "hook session-start, receipts off", "hook session-start, kept answer"}
-TIMED_ROWS = {"python -c pass", "send", "inbox", "log -n 20", *HOOK_ROWS, *VIEW_ROWS}
+MCP_ROWS = {"mcp send", "mcp inbox"}
+TIMED_ROWS = {"python -c pass", "send", "inbox", "log -n 20", *HOOK_ROWS, *MCP_ROWS, *VIEW_ROWS}
 CONCURRENT_ROWS = {"concurrent sends", "concurrent CLI sends"}
 MOMENT_ROWS = {
     "moments: python3 -c pass",
@@ -37,7 +38,7 @@ def test_quick_benchmark_reports_every_row() -> None:
     assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
     sizes = report["settings"]["sizes"]
     assert sizes == [0, 1000]
-    for name in ("inbox", "log -n 20", *HOOK_ROWS, "send", *VIEW_ROWS, *CONCURRENT_ROWS):
+    for name in ("inbox", "log -n 20", *HOOK_ROWS, "send", *MCP_ROWS, *VIEW_ROWS, *CONCURRENT_ROWS):
         assert sorted(row["archived"] for row in rows if row["name"] == name) == sizes, name
     assert all(row["ratio"] > 0 for row in rows if row["archived"] is not None)
 

@@ -102,11 +102,13 @@ class Shell:
 
 @dataclass(frozen=True)
 class Call:
-    """Call the host's tool `tool` with these arguments, then answer `then` once its result comes back."""
+    """Call the host's tool `tool` with these arguments, then, once its result comes back, answer `then` (or take
+    it as the next step: a call that needs another first). An MCP server's tool is `mcp__SERVER__TOOL`, which Codex
+    declares inside a namespace of the server's and Claude Code by that very name."""
 
     tool: str
     arguments: dict[str, Any]
-    then: str = "done"
+    then: str | Step = "done"
 
 
 Step = Answer | Shell | Call
@@ -124,7 +126,7 @@ class Stub:
     port: int = 0
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _arrived: threading.Condition = field(init=False)
-    _pending_then: str | Callable[[Request], str] | None = None
+    _pending_then: str | Callable[[Request], str] | Step | None = None
     _ids: Iterator[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
@@ -147,10 +149,14 @@ class Stub:
             self.record(request)
             if request.shell_tool is None:
                 return "ok", None
+            step: Step
             if request.after_tool_call and self._pending_then is not None:
                 then, self._pending_then = self._pending_then, None
-                return (then(request) if callable(then) else then), None
-            step = self.steps.popleft() if self.steps else Answer()
+                if not isinstance(then, Answer | Shell | Call):
+                    return (then(request) if callable(then) else then), None
+                step = then
+            else:
+                step = self.steps.popleft() if self.steps else Answer()
             if isinstance(step, Answer):
                 return (step.text(request) if callable(step.text) else step.text), None
             self._pending_then = step.then
@@ -263,13 +269,16 @@ def _openai_events(stub: Stub, request: Request, text: str, call: ToolCall | Non
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
     else:
+        namespace, name = _namespaced(request, call[0])
         item = {
             "type": "function_call",
             "id": stub.next_id("fc"),
             "call_id": stub.next_id("call"),
-            "name": call[0],
+            "name": name,
             "arguments": json.dumps(call[1]),
         }
+        if namespace is not None:
+            item["namespace"] = namespace
     yield "response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}
     yield "response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}
     usage = {
@@ -280,6 +289,17 @@ def _openai_events(stub: Stub, request: Request, text: str, call: ToolCall | Non
         "total_tokens": 15,
     }
     yield "response.completed", {"type": "response.completed", "response": {"id": response_id, "usage": usage}}
+
+
+def _namespaced(request: Request, name: str) -> tuple[str | None, str]:
+    """(namespace, function) for a tool the request declares inside a namespace as `NAMESPACE__FUNCTION` (Codex's
+    MCP tools); (None, name) for any other."""
+    for tool in request.body.get("tools") or []:
+        if tool.get("type") == "namespace":
+            for inner in tool.get("tools") or []:
+                if f"{tool['name']}__{inner.get('name')}" == name:
+                    return tool["name"], inner["name"]
+    return None, name
 
 
 # -- the server ---------------------------------------------------------------------------------------------------
