@@ -35,7 +35,8 @@ STARTUP_TIMEOUT = 30  # seconds Codex gives the server to start (importing the M
 
 
 def server_args() -> list[str]:
-    return ["-m", "gitmail", "mcp"]
+    """-P: clients start the server in the session's directory, which must not supply a `gitmail` of its own."""
+    return ["-P", "-m", "gitmail", "mcp"]
 
 
 def claude_entry(python: str | None = None) -> dict[str, Any]:
@@ -66,7 +67,7 @@ def is_ours(entry: object) -> bool:
     args = entry.get("args") or []
     command = str(entry.get("command", ""))
     return isinstance(args, list) and (
-        args[-3:] == server_args() or (Path(command).name == "gitmail" and args == ["mcp"])
+        args[-3:] == ["-m", "gitmail", "mcp"] or (Path(command).name == "gitmail" and args == ["mcp"])
     )
 
 

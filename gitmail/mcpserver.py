@@ -715,7 +715,9 @@ def _client_gone(error: BaseException) -> bool:
 
 def config(python: str | None = None) -> dict[str, Any]:
     """The server entry MCP clients take: this interpreter, so no virtualenv needs to be active."""
-    return {"command": python or sys.executable, "args": ["-m", "gitmail", "mcp"]}
+    from gitmail.mcpconfig import server_args
+
+    return {"command": python or sys.executable, "args": server_args()}
 
 
 def print_config() -> str:

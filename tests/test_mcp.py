@@ -174,7 +174,7 @@ def test_print_config_names_this_interpreter(cli: CliRunner) -> None:
     result = cli("mcp", "--print-config")
     assert result.code == 0
     assert json.loads(result.out) == {
-        "mcpServers": {"gitmail": {"command": sys.executable, "args": ["-m", "gitmail", "mcp"]}}
+        "mcpServers": {"gitmail": {"command": sys.executable, "args": ["-P", "-m", "gitmail", "mcp"]}}
     }
 
 
@@ -623,7 +623,7 @@ def test_claude_registration_is_idempotent_and_reversible_byte_for_byte(cli: Cli
     assert data["mcpServers"]["gitmail"] == {
         "type": "stdio",
         "command": sys.executable,
-        "args": ["-m", "gitmail", "mcp"],
+        "args": ["-P", "-m", "gitmail", "mcp"],
     }
     assert {k: v for k, v in data.items() if k != "mcpServers"} == {
         k: v for k, v in json.loads(original).items() if k != "mcpServers"
@@ -647,7 +647,7 @@ def test_codex_registration_is_idempotent_and_reversible_byte_for_byte(cli: CliR
 
     assert tomllib.loads(installed)["mcp_servers"]["gitmail"] == {
         "command": sys.executable,
-        "args": ["-m", "gitmail", "mcp"],
+        "args": ["-P", "-m", "gitmail", "mcp"],
         "startup_timeout_sec": 30,
         "required": True,
     }
@@ -664,7 +664,7 @@ def test_registration_without_files_creates_them_and_uninstall_removes_them(
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
     assert cli("install", "--mcp", "--claude", "--codex").code == 0
     claude, codex = tmp_path / "claude-config" / ".claude.json", tmp_path / "codex-home" / "config.toml"
-    assert json.loads(claude.read_text())["mcpServers"]["gitmail"]["args"] == ["-m", "gitmail", "mcp"]
+    assert json.loads(claude.read_text())["mcpServers"]["gitmail"]["args"] == ["-P", "-m", "gitmail", "mcp"]
     assert codex.read_text().startswith("[mcp_servers.gitmail] # added by gitmail\n")
     assert not (home / ".claude.json").exists() and not (home / ".codex").exists()
     assert cli("uninstall", "--mcp").code == 0
