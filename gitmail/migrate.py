@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail import history, stamps, startcache
 from gitmail.errors import GitmailError, UsageError
+from gitmail.gitcmd import GitFailed
 from gitmail.identity import RepoName, first_format_ref, name_problem, nfd
 from gitmail.layout import ROOT, Change, repo_of_component
 from gitmail.lock import GIT_LOCK_WAIT, Deadline
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from gitmail.store import Store, Writer
 
 VERSION_KEY = "gitmail.version"
+DIRECTORY_TRIES = 12  # of a batch whose directory the file system refuses for a moment (0.25 s apart)
 VERSION = int(MAILBOX_CONFIG[VERSION_KEY])
 WAITING = ROOT + "_migrating/"  # refs that wait for their place (see above); '_' names are reserved
 BATCH = 100  # refs per transaction: each is a file written and synced, a few milliseconds apiece
@@ -191,7 +194,16 @@ def _move(writer: Writer, moves: Sequence[Move]) -> None:
                 _carry_reflog(writer.store.path, move.ref, move.to)
                 changes.append(Change(move.to, move.oid, None))
             changes.append(Change(move.ref, None, move.oid))
-        writer.apply(changes, f"gitmail: renamed for mailbox format {VERSION}")
+        for attempt in range(DIRECTORY_TRIES):
+            try:
+                writer.apply(changes, f"gitmail: renamed for mailbox format {VERSION}")
+                break
+            except GitFailed as failure:
+                # A case-insensitive file system can refuse `web/` for a moment after it removed `Web/` (seen with
+                # exFAT through FUSE): the same change a little later goes through.
+                if "unable to create directory" not in failure.stderr or attempt == DIRECTORY_TRIES - 1:
+                    raise
+                time.sleep(0.25)
 
 
 def _carry_reflog(mailbox: Path, ref: str, to: str) -> None:

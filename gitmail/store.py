@@ -329,9 +329,11 @@ class Store:
 
     def recent(self, names: Sequence[str], wanted: int) -> list[history.Line] | None:
         """The newest lines of these history files; None when the index cannot be had (a mailbox this process
-        may not write, whose index was never built)."""
+        may not write, whose index was never built; a mailbox whose migration is not finished)."""
         if not self.exists():
             return []
+        if self.old_names:
+            return None  # refs are still being renamed: the index is built once they all have their names
         if not history.complete(self.path):
             if not self.writable():
                 return None
