@@ -33,6 +33,7 @@ from gitmail.layout import (
     seen_specs,
     state_prefix,
 )
+from gitmail.machine import Here
 from gitmail.message import (
     BROADCAST,
     DOCUMENT_NAME,
@@ -225,7 +226,7 @@ def pending(store: Store, *, repo: str, timeout: float = 10.0) -> Pending:
     documents = store.read(
         [f"{p.oid}:{DOCUMENT_NAME}" for p in places] + [s for p in broadcast_places for s in seen_specs(p.oid)]
     )
-    entries, unreadable = _entries(places, documents[: len(places)])
+    entries, unreadable = _entries(places, documents[: len(places)], Here(store))
     notes = documents[len(places) :]
     seen = {p.oid: seen_set(notes[3 * i : 3 * i + 3]) for i, p in enumerate(broadcast_places)}
     directed = [e for e in entries if e.state is State.PENDING]
@@ -273,7 +274,7 @@ def claim(store: Store, *, repo: RepoName, path: str | os.PathLike[str], timeout
 def show(store: Store, message_id: str) -> Entry:
     """One message, by id or any unique prefix of it."""
     place = resolve(store, message_id)
-    entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]))
+    entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]), Here(store))
     if unreadable:
         raise GitmailError(f"message {place.id} is stored but its document cannot be read")
     return entries[0]
@@ -370,17 +371,19 @@ def _thread(store: Store, place: Located) -> list[Entry]:
 
 def _from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> list[Entry]:
     places = latest([p for oid, refs in rows for ref in refs if (p := locate(ref, oid))])
-    entries, _ = _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]))
+    entries, _ = _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]), Here(store))
     return entries
 
 
-def _entries(places: Sequence[Located], documents: Sequence[bytes | None]) -> tuple[list[Entry], list[str]]:
+def _entries(places: Sequence[Located], documents: Sequence[bytes | None], here: Here) -> tuple[list[Entry], list[str]]:
     entries, unreadable = [], []
     for place, document in zip(places, documents, strict=True):
         try:
             if document is None:
                 raise BadDocument("missing document")
-            entries.append(Entry(parse(document), place.state, place.oid, place.recipient))
+            message = parse(document)
+            message = message._replace(machine=here.machine_of(message.id, message.machine))
+            entries.append(Entry(message, place.state, place.oid, place.recipient))
         except BadDocument:
             unreadable.append(place.id)
     return entries, unreadable

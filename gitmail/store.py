@@ -283,9 +283,12 @@ class Writer:
         return self.objects.target(ref)
 
     def commit(self, message: Message, parents: Sequence[str] = ()) -> str:
-        """Write the message's blob, tree and commit (no ref yet: unreferenced objects are harmless garbage)."""
+        """Write the message's blob, tree and commit (no ref yet: unreferenced objects are harmless garbage).
+        The commit records the machine it was written on."""
+        from gitmail import machine
+
         self._wrote = True
-        return self.objects.commit(message, parents)
+        return self.objects.commit(message._replace(machine=machine.current(self.store)), parents)
 
     def apply(self, changes: Sequence[Change], reason: str) -> None:
         """Make every change or none. Each is checked against the value it expects (git update-ref refuses the
