@@ -42,6 +42,7 @@ def session_start(raw: str) -> str | None:
     from gitmail.errors import MailboxBusy
     from gitmail.identity import RepoName, name_problem, toplevel
     from gitmail.store import Store
+    from gitmail.sync import start_if_due
 
     payload = _payload(raw)
     if payload.get("agent_id"):  # a subagent's event: the main session's mail is not for it
@@ -54,6 +55,7 @@ def session_start(raw: str) -> str | None:
     store = Store()
     if not store.exists():
         return None
+    start_if_due(store)  # a background sync when one is due: spawned, never waited for
     claimed_by = None
     busy = False  # once the lock has been waited for in vain, this session start waits no more
     try:

@@ -110,9 +110,11 @@ class Objects:
         who: RepoName,
         when: datetime,
         text: str,
+        merged: str | None = None,
     ) -> str:
         """A notes commit on top of `parent` in which each annotated object id in `notes` gets the given note
-        (replacing any old one). Notes are found wherever git's fan-out put them, and written where they were."""
+        (replacing any old one). Notes are found wherever git's fan-out put them, and written where they were.
+        With `merged`, the commit is a merge of that notes commit too (sync's union of two copies)."""
         import pygit2
         from pygit2.enums import FileMode
 
@@ -133,7 +135,8 @@ class Objects:
             for directory, builder in fanned.items():
                 top.insert(directory, builder.write(), FileMode.TREE)
             author = signature(who, when)
-            commit = self.repo.create_commit(None, author, author, text, top.write(), [parent] if parent else [])
+            parents = [p for p in (parent, merged) if p]
+            commit = self.repo.create_commit(None, author, author, text, top.write(), parents)
         return str(commit)
 
     def note(self, tip: str | None, oid: str) -> str:

@@ -1,0 +1,165 @@
+"""Helpers shared by the sync tests: mailboxes standing for machines, a shared bare remote, a real `git daemon`
+on 127.0.0.1, and the checks every test makes of a mailbox after syncing."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from gitmail import machine as gitmail_machine
+from gitmail import sync
+from gitmail.layout import ROOT
+from gitmail.message import parse
+from gitmail.store import Store
+
+
+def git(path: Path, *args: str, check: bool = True) -> str:
+    done = subprocess.run(["git", "--git-dir", str(path), *args], capture_output=True, text=True)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def bare_remote(path: Path) -> Path:
+    subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
+    return path
+
+
+def machine(root: Path, name: str, url: str | None = None) -> Store:
+    """A mailbox standing for one machine called `name`, with `url` as its remote "origin"."""
+    store = Store(root / name / "mail.git")
+    store.create()
+    store.git("config", "gitmail.machine", name)
+    gitmail_machine.current(store)  # its id, made once
+    if url is not None:
+        sync.add_remote(store, name="origin", url=url)
+    return store
+
+
+def sync_now(store: Store, name: str = "origin") -> sync.Outcome:
+    with sync.sync_lock(store, wait=60) as fd:
+        assert fd is not None
+        return sync.sync(store, sync.find(store, name), lock_fd=fd)
+
+
+def places(store: Store) -> dict[str, list[tuple[str, str]]]:
+    """Every message id with every (ref, commit) it is under: one each, in a whole mailbox."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for line in git(store.path, "for-each-ref", "--format=%(refname) %(objectname)", ROOT).splitlines():
+        ref, oid = line.split(" ")
+        if "/_damaged/" not in ref:
+            found.setdefault(ref.rsplit("/", 1)[1], []).append((ref, oid))
+    return found
+
+
+def remote_places(remote: Path) -> dict[str, tuple[str, str]]:
+    """What the remote's state lists: id -> (ref it stands for, commit)."""
+    found = {}
+    for line in git(remote, "ls-tree", "-r", f"{sync.REMOTE_ROOT}{sync.STATE}").splitlines():
+        meta, path = line.split("\t")
+        if path == sync.FORMAT_PATH:
+            continue
+        repo, folder, _, message_id = path.split("/")
+        assert message_id not in found, f"{message_id} is twice in the remote's state"
+        found[message_id] = (f"{ROOT}{repo}/{folder}/{message_id}", meta.split()[2])
+    return found
+
+
+def whole(store: Store) -> None:
+    """No message in two places, every ref leads to a readable message of its id, and git fsck is clean."""
+    found = places(store)
+    twice = {i: p for i, p in found.items() if len(p) > 1}
+    assert not twice, f"messages in two places: {twice}"
+    refs = [p[0] for p in found.values()]
+    documents = store.read([f"{oid}:message.md" for _, oid in refs])
+    for (ref, _), document in zip(refs, documents, strict=True):
+        assert document is not None and parse(document).id == ref.rsplit("/", 1)[1], ref
+    fsck(store.path)
+
+
+def fsck(path: Path) -> None:
+    done = subprocess.run(["git", "--git-dir", str(path), "fsck", "--no-dangling"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def seen(store: Store, oid: str) -> list[str]:
+    return git(store.path, "notes", "--ref=gitmail-seen", "show", oid, check=False).split()
+
+
+def refs_and_files(store: Store) -> dict[str, object]:
+    """The mailbox as far as a failed sync must leave it: every ref, the config, gitmail's own files."""
+    own = {
+        str(p.relative_to(store.path)): p.read_bytes()
+        for p in sorted(store.own_dir.rglob("*"))
+        if p.is_file() and p.name not in ("lock", "last-attempt") and not p.name.endswith(".json")
+    }
+    return {
+        "refs": git(store.path, "for-each-ref", "--format=%(refname) %(objectname)"),
+        "config": (store.path / "config").read_bytes(),
+        "own": own,
+    }
+
+
+def counts(values: list[str]) -> Counter[str]:
+    return Counter(values)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def git_daemon(base: Path) -> Iterator[str]:
+    """A real `git daemon` on 127.0.0.1 serving the repositories under `base`, pushes allowed; yields the URL of
+    `base` (append a repository's path under it). Stopped on the way out."""
+    for _ in range(5):
+        port = free_port()
+        daemon = subprocess.Popen(
+            [
+                "git",
+                "daemon",
+                "--reuseaddr",
+                "--export-all",
+                "--enable=receive-pack",
+                "--informative-errors",
+                "--listen=127.0.0.1",
+                f"--port={port}",
+                f"--base-path={base}",
+                str(base),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"},
+        )
+        if _listening(daemon, port):
+            break
+        daemon.kill()
+        daemon.wait()
+    else:
+        raise AssertionError("git daemon did not start")
+    try:
+        yield f"git://127.0.0.1:{port}"
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+
+
+def _listening(daemon: subprocess.Popen[bytes], port: int) -> bool:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if daemon.poll() is not None:
+            return False  # the port was taken meanwhile: try another
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            time.sleep(0.01)
+    return False
