@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gitmail import machine as gitmail_machine
-from gitmail import sync
+from gitmail import mailbox, sync
 from gitmail.layout import ROOT
 from gitmail.message import parse
 from gitmail.store import Store
@@ -163,3 +163,61 @@ def _listening(daemon: subprocess.Popen[bytes], port: int) -> bool:
         except OSError:
             time.sleep(0.01)
     return False
+
+
+# -- a machine at work: the loop the stress tests run in one process per machine ----------------------------------
+
+
+def machine_loop(path: str, rounds: int, seed: int, go: str, own: str, everyone: str) -> None:
+    """Send, reply, mark done, broadcast, hand over and sync, `rounds` times, reporting on standard output what
+    this machine was told succeeded: `sent ID`, `archived ID`, `handed ID REPO`, `synced`, `sync-failed`.
+
+    `own` are the repos read on this machine, the first of them shared with the other machines (one project
+    checked out on several); broadcasts are handed over only to the others, which live here alone."""
+    import random
+    import sys
+
+    from gitmail.errors import GitmailError
+
+    store = Store(path)
+    rng = random.Random(seed)
+    mine, names = own.split(","), everyone.split(",")
+    private = mine[1:]
+    while not os.path.exists(go):
+        time.sleep(0.001)
+
+    def say(*words: str) -> None:
+        print(*words, flush=True)
+        sys.stdout.flush()
+
+    for number in range(rounds):
+        kind = rng.random()
+        repo = rng.choice(mine)
+        if kind < 0.35:
+            sent = mailbox.send(store, sender=rng.choice(private), to=rng.choice(names), subject=f"m{number}")
+            say("sent", sent.message.id)
+        elif kind < 0.65:
+            waiting = mailbox.pending(store, repo=repo).directed
+            if waiting:
+                target = rng.choice(waiting)
+                if kind < 0.5:
+                    answer = mailbox.reply(store, sender=repo, to_id=target.message.id, body=f"re {number}")
+                    say("sent", answer.message.id)
+                    say("archived", target.message.id)
+                else:
+                    for archived in mailbox.done(store, repo=repo, ids=[target.message.id]).archived:
+                        say("archived", archived)
+        elif kind < 0.72:
+            cast = mailbox.broadcast(store, sender=rng.choice(private), subject=f"all {number}")
+            say("sent", cast.message.id)
+        elif kind < 0.85:
+            reader = rng.choice(private)
+            for entry in mailbox.inbox(store, repo=reader).broadcasts:
+                say("handed", entry.message.id, reader)
+        with sync.sync_lock(store, wait=60) as fd:
+            assert fd is not None
+            try:
+                sync.sync(store, sync.find(store, "origin"), lock_fd=fd)
+                say("synced")
+            except GitmailError as error:  # other machines kept pushing: the next round tries again
+                say("sync-failed", str(error).replace(" ", "_")[:60])

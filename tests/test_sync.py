@@ -363,7 +363,7 @@ def test_a_remote_that_is_gone_costs_one_line(
     shutil.rmtree(remote)
     err = failing_sync(cli, monkeypatch, a)
     assert err == (
-        f"gitmail: error: origin: cannot fetch from {remote}: '{remote}' does not appear to be a git repository\n"
+        f"gitmail: error: origin: cannot reach {remote}: '{remote}' does not appear to be a git repository\n"
     )
 
 
