@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gitmail import mailbox, render, sync
+from gitmail import mailbox, remotes, render, sync
 from gitmail.errors import ExitCode, GitmailError, UsageError
 from gitmail.identity import RepoName, repo_of, toplevel
 from gitmail.message import MAX_BODY_BYTES
@@ -300,9 +300,9 @@ def remote(ctx: typer.Context) -> None:
     from gitmail import machine, synccli
 
     box = Store()
-    for entry in sync.remotes(box):
+    for entry in remotes.remotes(box):
         print(synccli.remote_line(box, entry))
-    if not sync.remotes(box):
+    if not remotes.remotes(box):
         _say("no remotes (add one: gitmail remote add NAME URL)")
     if box.exists():
         here = machine.current(box)
@@ -318,11 +318,11 @@ def remote_add(
     ] = False,
     interval: Annotated[
         int, typer.Option("--interval", min=1, help="Seconds between automatic syncs at session start.")
-    ] = sync.DEFAULT_INTERVAL,
+    ] = remotes.DEFAULT_INTERVAL,
 ) -> None:
     """Add a remote to sync with. Sync copies every message (subjects, bodies, repo and machine names) to it."""
-    added = sync.add_remote(Store(), name=name, url=url, auto=auto, interval=interval)
-    _say(f"added remote {added.name!r} ({sync.redact(added.url)})" + (" to sync automatically" if auto else ""))
+    added = remotes.add_remote(Store(), name=name, url=url, auto=auto, interval=interval)
+    _say(f"added remote {added.name!r} ({remotes.redact(added.url)})" + (" to sync automatically" if auto else ""))
     _say(
         "note: sync sends the contents of every message to this remote: anyone who can read it can read your "
         "mail. Use a private repository. Run `gitmail sync` to sync now."
@@ -340,7 +340,7 @@ def remote_set(
     ] = None,
 ) -> None:
     """Change how a remote syncs."""
-    changed = sync.change_remote(Store(), name, auto=auto, interval=interval)
+    changed = remotes.change_remote(Store(), name, auto=auto, interval=interval)
     how = (
         f"automatically, every {changed.interval} s at session start and after a send" if changed.auto else "when asked"
     )

@@ -1,90 +1,51 @@
-"""Sync: bring this mailbox and a remote to the same state, both ways, through any git remote.
+"""Sync: bring this mailbox and a remote to the same state, both ways, through any git remote; and sync in the
+background.
 
-How state travels. Here every message has its own ref (refs/gitmail/<repo>/<folder>/<id>): cheap to list for one
-repo and plain to browse. Sent like that, every fetch would advertise every message's ref — 100,000 refs, about
-8 MB, before anything moves. So the remote holds a few refs instead:
+One sync: ask the remote what it holds (`git ls-remote`); if that and this mailbox's ref files are as the last
+sync left them, stop there. Otherwise fetch (only when the remote moved), reconcile (reconcile.py: arrivals land
+through the store's writer), and push every ref that changed in one atomic push, each ref leased on the value the
+remote had. When another machine pushed in between, fetch, reconcile and push again, a bounded number of times.
 
-- refs/gitmail-sync/state: a commit whose tree lists every message and its state, as
-  `<repo>/<folder>/<id[:2]>/<id>` -> the message's commit (a gitlink), and whose parents reach every message
-  commit, so that fetching this one ref brings them all;
-- refs/gitmail-sync/notes/<name>: each of gitmail's notes refs (refs/notes/gitmail-*: seen-sets, receipts).
-
-Here, refs/gitmail-remotes/<remote>/… keep what the remote held when last fetched or pushed: the base that fetch
-negotiates from. Sync changes refs/gitmail/ and refs/notes/ only through the store's writer (the lock, leases and
-the journal); it fetches and pushes outside the mailbox lock, under a sync lock of its own.
-
-Reconciliation is by message id and never goes backwards: a message on either side ends up on both; archived beats
-pending and retracted beats active; the notes refs merge as a union of their lines; nothing is ever deleted. The
-push is atomic and every ref it moves carries the value it expects; when another machine pushed in between, sync
-fetches, reconciles and tries again, a bounded number of times.
-
-A sync that finds nothing new costs one fetch: what the remote holds is compared with what the last sync left, and
-the mailbox's refs with a fingerprint of their files taken then (see `fingerprint`).
+Sync fetches and pushes outside the mailbox lock, under a sync lock of its own (one sync of a mailbox at a time):
+sends and session starts are never held up by a slow network. What the remote held when last fetched or pushed
+is kept in refs/gitmail-remotes/<remote>/… (remotes.py), and what the last sync left in gitmail/sync/<remote>.json.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail import gitcmd
-from gitmail.errors import GitmailError, UsageError
-from gitmail.identity import RepoName
-from gitmail.layout import ROOT, Change, Located, State, latest, locate
-from gitmail.machine import Machine
-from gitmail.message import BROADCAST, DOCUMENT_NAME, ID_PATTERN
+from gitmail.errors import GitmailError
+from gitmail.layout import ROOT
+from gitmail.remotes import (
+    NOTES_ROOT,
+    REMOTE_ROOT,
+    SETTINGS,
+    TRACKING_ROOT,
+    NotGitmail,
+    Remote,
+    SyncError,
+    find,
+    forget,
+    redact,
+    remotes,
+    url_problem,
+)
 
 if TYPE_CHECKING:
-    from gitmail.message import Message
-    from gitmail.store import Store, Writer
+    from gitmail.store import Store
 
-REMOTE_ROOT = "refs/gitmail-sync/"  # on the remote
-STATE = "state"
-NOTES = "notes/"
-TRACKING_ROOT = "refs/gitmail-remotes/"  # here: what each remote held when last fetched or pushed
-NOTES_ROOT = "refs/notes/"
-NOTES_PREFIX = "gitmail-"  # every refs/notes/gitmail-* is gitmail's, and merges as a union of lines
-FORMAT_PATH = "gitmail-sync"  # a file in the state's tree: what it is and which format
-FORMAT_TEXT = "gitmail sync state\nformat: 1\n"
-SETTINGS = "gitmail-remote"  # [gitmail-remote "<name>"] url, auto, interval in the mailbox's config
-DEFAULT_INTERVAL = 300  # seconds between automatic syncs
 ATTEMPTS = 6  # fetch, reconcile and push this often while other machines keep pushing in between
-CARRIER_PARENTS = 256  # message commits per carrier commit (a state commit reaches new messages through these)
-IMPORT_CHUNK = 1000  # ref changes per transaction when many messages arrive at once
-PACK_AFTER = 1000  # refs imported in one sync after which the refs are packed
 NETWORK_TIMEOUT = 900.0  # seconds a fetch or push may take before it is given up
 RACY_SECONDS = 2.0  # a ref file changed this recently may change again within the same timestamp
-SYNC_ACTOR = RepoName("gitmail-sync")  # the "who" in the reflog of refs sync moves
-ZERO = "0" * 40
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
-_TOKEN_USER = re.compile(r"(gh[pousr]_|github_pat_|glpat-)|[A-Za-z0-9_\-]{32,}$")
-
-
-class SyncError(GitmailError):
-    """A sync that could not be carried out: the remote is unreachable, refused it, or holds something else."""
-
-
-class NotGitmail(SyncError):
-    """The remote holds something other than gitmail's sync state: nothing of it may land here."""
-
-    def __init__(self, remote: str, detail: str) -> None:
-        super().__init__(f"{remote}: the remote holds something other than gitmail mail ({detail})")
-
-
-class Remote(NamedTuple):
-    name: str
-    url: str
-    auto: bool = False  # sync in the background: at session start (every `interval`) and after a send
-    interval: int = DEFAULT_INTERVAL  # seconds
 
 
 class Outcome(NamedTuple):
@@ -104,115 +65,7 @@ class Outcome(NamedTuple):
         return not (self.received or self.moved_here or self.sent or self.moved_there or self.notes)
 
 
-# -- remotes ---------------------------------------------------------------------------------------------------
-
-
-def name_problem(raw: str) -> str | None:
-    if not _NAME.fullmatch(raw):
-        return "use letters, digits, '-' and '_' (at most 63), starting with a letter or digit"
-    return None
-
-
-def url_problem(url: str) -> str | None:
-    """Why a URL cannot be a sync remote; None when it can. Credentials in a URL are refused: git would store them
-    in plain text in the mailbox's config and show them in messages."""
-    from urllib.parse import urlsplit
-
-    if not url or url != url.strip() or any(ord(c) < 32 for c in url):
-        return "it is empty or holds spaces or control characters at its ends"
-    if url.startswith("-"):
-        return "it starts with '-'"
-    if "://" in url:
-        try:
-            parts = urlsplit(url)
-            password, user = parts.password, parts.username
-        except ValueError as error:
-            return f"it does not parse ({error})"
-        if password is not None:
-            return "it embeds a password in plain text; use ssh keys or a git credential helper instead"
-        if user and parts.scheme.lower() in ("http", "https") and _TOKEN_USER.match(user):
-            return "it embeds an access token in plain text; use a git credential helper instead"
-    return None
-
-
-def redact(url: str) -> str:
-    """The URL with any password or token replaced, for messages."""
-    return re.sub(r"://[^/@]*@", "://***@", url) if url_problem(url) and "://" in url else url
-
-
-def remotes(store: Store) -> list[Remote]:
-    """The configured remotes, in the order they were added."""
-    if not store.exists():
-        return []
-    try:
-        out = store.git("config", "--get-regexp", rf"^{SETTINGS}\.").decode(errors="replace")
-    except gitcmd.GitFailed:  # none configured
-        return []
-    found: dict[str, dict[str, str]] = {}
-    for line in out.splitlines():
-        key, _, value = line.partition(" ")
-        name, _, variable = key[len(SETTINGS) + 1 :].rpartition(".")
-        found.setdefault(name, {})[variable] = value
-    return [
-        Remote(
-            name,
-            values.get("url", ""),
-            values.get("auto", "false").lower() in ("true", "yes", "on", "1"),
-            _seconds(values.get("interval")),
-        )
-        for name, values in found.items()
-        if not name_problem(name)
-    ]
-
-
-def _seconds(raw: str | None) -> int:
-    try:
-        return max(1, int(raw)) if raw is not None else DEFAULT_INTERVAL
-    except ValueError:
-        return DEFAULT_INTERVAL
-
-
-def find(store: Store, name: str) -> Remote:
-    for remote in remotes(store):
-        if remote.name == name:
-            return remote
-    known = ", ".join(r.name for r in remotes(store))
-    raise UsageError(
-        f"no remote named {name!r}" + (f" (known: {known})" if known else " (add one: gitmail remote add)")
-    )
-
-
-def add_remote(store: Store, *, name: str, url: str, auto: bool = False, interval: int = DEFAULT_INTERVAL) -> Remote:
-    """Record a remote to sync with. Nothing is sent until the first sync."""
-    for problem, what in ((name_problem(name), f"remote name {name!r}"), (url_problem(url), "URL")):
-        if problem:
-            raise UsageError(f"invalid {what}: {problem}")
-    if interval < 1:
-        raise UsageError("the interval must be at least 1 second")
-    with store.locked():
-        if any(r.name == name for r in remotes(store)):
-            raise UsageError(f"a remote named {name!r} exists already (remove it first: gitmail remote remove {name})")
-        _configure(store, name, url=url, auto=auto, interval=interval)
-    return Remote(name, url, auto, interval)
-
-
-def change_remote(store: Store, name: str, *, auto: bool | None = None, interval: int | None = None) -> Remote:
-    if interval is not None and interval < 1:
-        raise UsageError("the interval must be at least 1 second")
-    with store.locked():
-        remote = find(store, name)
-        remote = remote._replace(
-            auto=remote.auto if auto is None else auto, interval=remote.interval if interval is None else interval
-        )
-        _configure(store, name, auto=remote.auto, interval=remote.interval)
-    return remote
-
-
-def _configure(store: Store, name: str, *, url: str | None = None, auto: bool, interval: int) -> None:
-    settings = {"url": url, "auto": "true" if auto else "false", "interval": str(interval)}
-    for variable, value in settings.items():
-        if value is not None:
-            store.git("config", f"{SETTINGS}.{name}.{variable}", value)
+# -- the sync lock and what the last sync left ---------------------------------------------------------------
 
 
 def remove_remote(store: Store, name: str) -> None:
@@ -224,11 +77,8 @@ def remove_remote(store: Store, name: str) -> None:
         if tips:
             commands = "".join(f"delete {TRACKING_ROOT}{remote.name}/{ref}\0{oid}\0" for ref, oid in tips.items())
             store.git("update-ref", "-z", "--stdin", stdin=commands.encode())
-        store.git("config", "--remove-section", f"{SETTINGS}.{remote.name}")
+        forget(store, remote.name)
         Record.path(store, remote.name).unlink(missing_ok=True)
-
-
-# -- the sync lock and what the last sync left ---------------------------------------------------------------
 
 
 @contextmanager
@@ -262,6 +112,20 @@ def sync_lock(store: Store, *, wait: float | None) -> Iterator[int | None]:
         yield fd
     finally:
         os.close(fd)
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write a small file of sync's own whole or not at all (not synced to disk: losing it costs one full sync).
+    Lighter than lock.write_atomically, whose tempfile import alone costs a quiet sync a tenth of its time."""
+    from gitmail.lock import unwritable
+
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise unwritable(path.parent, error) from None
 
 
 def _folder(store: Store) -> Path:
@@ -309,17 +173,14 @@ class Record(NamedTuple):
             return cls()
 
     def save(self, store: Store, name: str) -> None:
-        from gitmail.lock import write_atomically
-
-        _folder(store)
-        write_atomically(self.path(store, name), json.dumps(self._asdict(), indent=1).encode(), durable=False)
+        _replace(self.path(store, name), json.dumps(self._asdict(), indent=1))
 
 
 def fingerprint(store: Store) -> str | None:
-    """A digest of the files that hold the mailbox's message and notes refs: packed-refs (git rewrites it whole,
-    under a new inode) and every directory of loose refs (creating, replacing or deleting a ref file changes its
-    directory's modification time). None when something changed within RACY_SECONDS: a second change inside the
-    same timestamp would go unseen."""
+    """What the files that hold the mailbox's message and notes refs look like: packed-refs (git rewrites it
+    whole, under a new inode) and every directory of loose refs (creating, replacing or deleting a ref file
+    changes its directory's modification time). None when something changed within RACY_SECONDS: a second change
+    inside the same timestamp would go unseen."""
     now = time.time()
     newest = 0.0
     parts: list[str] = []
@@ -344,10 +205,10 @@ def fingerprint(store: Store) -> str | None:
         newest = max(newest, info.st_mtime)
     if now - newest < RACY_SECONDS:
         return None
-    return hashlib.sha256("\n".join(sorted(parts)).encode()).hexdigest()
+    return "\n".join(sorted(parts))
 
 
-# -- syncing ---------------------------------------------------------------------------------------------------
+# -- one sync ------------------------------------------------------------------------------------------------------
 
 
 def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
@@ -356,7 +217,7 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
     The remote's refs are asked for first (`git ls-remote`, which reads no local ref): when they and this
     mailbox's ref files are as the last sync left them, that is all. A fetch reads every local ref tip (a
     third of a second at 100,000 messages), so it is made only when the remote has something new."""
-    from gitmail import machine
+    from gitmail import machine, reconcile
 
     problem = url_problem(remote.url)
     if problem:
@@ -377,12 +238,18 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 _fetch(store, remote, lock_fd)
                 tips = _tracking(store, remote.name)
             try:
-                there = _read_remote(store, remote.name, tips)
-                step, plan = _reconcile(store, there, here, remote.name)
+                there = reconcile.read_remote(store, remote.name, tips)
+                seen, plan = reconcile.reconcile(store, there, here, remote.name)
             except NotGitmail:
                 _restore_tracking(store, remote.name, before, tips)
                 raise
-            outcome = _add(outcome, step)._replace(attempts=attempt)
+            outcome = outcome._replace(
+                received=outcome.received + len(seen.arrivals),
+                moved_here=outcome.moved_here + len(seen.moves_here),
+                notes=outcome.notes + seen.notes_here,
+                conflicts=len(seen.conflicts),
+                attempts=attempt,
+            )
             if not plan.updates:
                 record = Record(tips, fingerprint(store), record.last_attempt, time.time())
                 return outcome
@@ -414,22 +281,11 @@ def _jitter() -> float:
     return random.random()
 
 
-def _add(outcome: Outcome, step: Outcome) -> Outcome:
-    return outcome._replace(
-        received=outcome.received + step.received,
-        moved_here=outcome.moved_here + step.moved_here,
-        notes=outcome.notes + step.notes,
-        conflicts=max(outcome.conflicts, step.conflicts),
-    )
-
-
 def _touch_attempt(store: Store) -> None:
-    stamp = _folder(store) / "last-attempt"
-    stamp.touch()
-    os.utime(stamp)
+    (_folder(store) / "last-attempt").touch()
 
 
-# -- fetch -----------------------------------------------------------------------------------------------------
+# -- talking to the remote --------------------------------------------------------------------------------------
 
 
 def _fetch(store: Store, remote: Remote, lock_fd: int) -> None:
@@ -502,413 +358,8 @@ def _restore_tracking(store: Store, name: str, before: dict[str, str], after: di
         store.git("update-ref", "-z", "--stdin", stdin="".join(commands).encode())
 
 
-class RemoteState(NamedTuple):
-    """What a remote holds, read and checked."""
-
-    state: str | None  # the state commit
-    lines: list[str]  # every message place in its state, as `for-each-ref` shows a ref here: "<ref> <commit>"
-    notes: dict[str, str]  # notes ref name ("gitmail-seen") -> notes commit
-
-
-def _read_remote(store: Store, name: str, tips: dict[str, str]) -> RemoteState:
-    """The remote's state from the tracking refs, or NotGitmail when it is not a gitmail sync state. Only the
-    shape of each entry is checked here; the entries that differ from this mailbox are checked as messages when
-    compared (`_compare`)."""
-    state = tips.get(STATE)
-    notes = {}
-    for ref, oid in tips.items():
-        if ref.startswith(NOTES) and ref[len(NOTES) :].startswith(NOTES_PREFIX) and "/" not in ref[len(NOTES) :]:
-            notes[ref[len(NOTES) :]] = oid
-    oids = [o for o in (state, *notes.values()) if o is not None]
-    kinds = _object_types(store, oids)
-    if any(kinds[o] != "commit" for o in oids):
-        raise NotGitmail(name, f"its {REMOTE_ROOT} refs are not commits")
-    if state is None:
-        return RemoteState(None, [], notes)
-    if store.read([f"{state}:{FORMAT_PATH}"])[0] != FORMAT_TEXT.encode():
-        raise NotGitmail(name, f"{REMOTE_ROOT}{STATE} is not a gitmail sync state of a format this gitmail reads")
-    out = store.git("ls-tree", "-r", "-z", "--full-tree", state).decode(errors="replace")
-    lines = []
-    for entry in out.split("\0"):
-        meta, _, path = entry.partition("\t")
-        parts = path.split("/")
-        if len(parts) == 4 and meta.startswith("160000 commit ") and parts[2] == parts[3][:2]:
-            lines.append(f"{ROOT}{parts[0]}/{parts[1]}/{parts[3]} {meta[14:]}")
-        elif path != FORMAT_PATH and entry:
-            raise NotGitmail(name, f"an entry of its state is not a message: {path!r}")
-    return RemoteState(state, lines, notes)
-
-
-_SAMPLE_ID = "0" * 10
-
-
-def _places(pairs: Iterable[tuple[str, str]]) -> list[Located]:
-    """Message places from (ref, oid) pairs, the same as `layout.locate` finds them, checking each repo and
-    folder once rather than once per message (100,000 refs name a handful of them)."""
-    known: dict[str, Located | None] = {}
-    found = []
-    for ref, oid in pairs:
-        head, _, message_id = ref.rpartition("/")
-        if head not in known:
-            known[head] = locate(f"{head}/{_SAMPLE_ID}", ZERO)
-        sample = known[head]
-        if sample is not None and ID_PATTERN.fullmatch(message_id):
-            found.append(Located(ref, oid, message_id, sample.state, sample.recipient))
-    return found
-
-
-def _object_types(store: Store, oids: Sequence[str]) -> dict[str, str]:
-    if not oids:
-        return {}
-    out = store.git(
-        "cat-file", "--batch-check=%(objectname) %(objecttype)", stdin="".join(f"{o}\n" for o in oids).encode()
-    )
-    kinds = {}
-    for oid, line in zip(oids, out.decode(errors="replace").splitlines(), strict=True):
-        kinds[oid] = "missing" if line.endswith(" missing") else line.rpartition(" ")[2]
-    return kinds
-
-
-# -- reconcile -------------------------------------------------------------------------------------------------
-
-_RANK = {State.PENDING: 0, State.BROADCAST: 0, State.ARCHIVED: 1, State.RETRACTED: 1}
-
-
-class NotesStep(NamedTuple):
-    """What to do with one notes ref: "take" the remote's (here), "push" ours, or "merge" both (here and there)."""
-
-    name: str  # "gitmail-seen"
-    action: str
-    mine: str | None
-    theirs: str | None
-
-
-class Comparison(NamedTuple):
-    """This mailbox against the remote's state, message by message and notes ref by notes ref."""
-
-    arrivals: list[Located]  # new here
-    moves_here: list[tuple[Located, Located]]  # (here, there): the remote's place is the later state
-    additions: list[Located]  # new there
-    moves_there: list[tuple[Located, Located]]  # (there, here): this mailbox's place is the later state
-    conflicts: list[tuple[Located, Located]]  # one id, different commits or kinds: left as they are
-    notes: list[NotesStep]
-
-    @property
-    def writes_here(self) -> bool:
-        return bool(self.arrivals or self.moves_here or any(n.action != "push" for n in self.notes))
-
-
-class Plan(NamedTuple):
-    """What to push: (remote ref, new value, expected value) for each ref, and what it amounts to."""
-
-    updates: list[tuple[str, str, str | None]]
-    sent: int = 0
-    moved: int = 0
-    notes: int = 0
-
-
-def _compare(store: Store, there: RemoteState, remote: str) -> Comparison:
-    """Compare as text first: at 100,000 messages nearly every line is the same on both sides, and only the ids
-    of lines that differ are looked at as messages."""
-    out = store.git("for-each-ref", "--format=%(refname) %(objectname)", ROOT).decode(errors="replace")
-    local_lines = out.splitlines()
-    local_set, remote_set = set(local_lines), set(there.lines)
-    touched = {_id_of(line) for line in local_set.symmetric_difference(remote_set)}
-    local = _by_id(local_lines, touched)
-    theirs_by_id = _by_id(there.lines, touched)
-    pairs = [pair for found in theirs_by_id.values() for pair in found]
-    remote_places = _places(pairs)
-    if len(remote_places) != len(pairs):
-        bad = sorted({ref for ref, _ in pairs} - {p.ref for p in remote_places})
-        raise NotGitmail(remote, f"an entry of its state is not a message: {bad[0]!r}")
-    theirs_at = {p.id: p for p in latest(remote_places)}
-    if len(theirs_at) != len(remote_places):
-        raise NotGitmail(remote, "its state holds a message in two places")
-    mine_at = {p.id: p for p in latest(_places(pair for found in local.values() for pair in found))}
-    seen = Comparison([], [], [], [], [], _compare_notes(store, there.notes))
-    for message_id in touched:
-        mine, theirs = mine_at.get(message_id), theirs_at.get(message_id)
-        if mine is None and theirs is None:
-            continue  # a ref that is no message here (a damaged one set aside, say)
-        if theirs is None:
-            assert mine is not None
-            seen.additions.append(mine)
-        elif mine is None:
-            seen.arrivals.append(theirs)
-        elif mine.ref == theirs.ref and mine.oid == theirs.oid:
-            continue
-        elif mine.oid != theirs.oid or _kind(mine) != _kind(theirs) or _RANK[mine.state] == _RANK[theirs.state]:
-            seen.conflicts.append((mine, theirs))
-        elif _RANK[theirs.state] > _RANK[mine.state]:
-            seen.moves_here.append((mine, theirs))
-        else:
-            seen.moves_there.append((theirs, mine))
-    return seen
-
-
-def _id_of(line: str) -> str:
-    ref = line[: line.rfind(" ")]
-    return ref[ref.rfind("/") + 1 :]
-
-
-def _by_id(lines: Iterable[str], ids: set[str]) -> dict[str, list[tuple[str, str]]]:
-    """The (ref, commit) pairs among `lines` ("<ref> <commit>") of the given message ids."""
-    found: dict[str, list[tuple[str, str]]] = {}
-    for line in lines:
-        ref, _, oid = line.rpartition(" ")
-        message_id = ref[ref.rfind("/") + 1 :]
-        if message_id in ids:
-            found.setdefault(message_id, []).append((ref, oid))
-    return found
-
-
-def _compare_notes(store: Store, remote_notes: dict[str, str]) -> list[NotesStep]:
-    out = store.git("for-each-ref", "--format=%(objectname) %(refname)", f"{NOTES_ROOT}{NOTES_PREFIX}*")
-    local = {}
-    for line in out.decode(errors="replace").splitlines():
-        oid, _, ref = line.partition(" ")
-        if "/" not in ref[len(NOTES_ROOT) :]:
-            local[ref[len(NOTES_ROOT) :]] = oid
-    steps = []
-    for name in sorted(local.keys() | remote_notes.keys()):
-        mine, theirs = local.get(name), remote_notes.get(name)
-        if mine == theirs:
-            continue
-        if mine is None or theirs is None:
-            action = "take" if mine is None else "push"
-        else:
-            base = _merge_base(store, mine, theirs)
-            action = "push" if base == theirs else "take" if base == mine else "merge"
-        steps.append(NotesStep(name, action, mine, theirs))
-    return steps
-
-
-def _reconcile(store: Store, there: RemoteState, here: Machine, remote: str) -> tuple[Outcome, Plan]:
-    """Bring what the remote has into this mailbox, and build what the remote lacks. Comparing takes no lock:
-    every change made here carries the value it expects, so one that a local write overtook is refused whole,
-    and then the comparison is made again under the lock."""
-    from gitmail.store import log_problem
-
-    seen = _compare(store, there, remote)
-    pushes: list[tuple[str, str, str | None]] = []
-    if seen.writes_here:
-        with store.writing(actor=SYNC_ACTOR) as writer:
-            try:
-                pushes = _apply(store, writer, seen, here, remote)
-            except gitcmd.GitFailed:  # a local write landed between comparing and locking: compare again, locked
-                seen = _compare(store, there, remote)
-                pushes = _apply(store, writer, seen, here, remote)
-    for notes in seen.notes:
-        if notes.action == "push":
-            assert notes.mine is not None
-            pushes.append((f"{REMOTE_ROOT}{NOTES}{notes.name}", notes.mine, notes.theirs))
-    for mine, theirs in seen.conflicts:
-        log_problem(
-            store,
-            f"sync with {remote}: message {mine.id} is {mine.ref} {mine.oid} here and {theirs.ref} {theirs.oid} "
-            "there; it is left as it is on both sides",
-        )
-    missing = store.missing([p.oid for p in seen.additions])
-    sendable = [p for p in seen.additions if p.oid not in missing]
-    if missing:
-        log_problem(store, f"sync with {remote}: {len(missing)} messages whose commits are missing here were not sent")
-    updates = list(pushes)
-    if sendable or seen.moves_there:
-        state = _new_state(store, there, sendable, seen.moves_there, here)
-        updates.append((REMOTE_ROOT + STATE, state, there.state))
-    step = Outcome(
-        remote,
-        received=len(seen.arrivals),
-        moved_here=len(seen.moves_here),
-        notes=sum(1 for n in seen.notes if n.action != "push"),
-        conflicts=len(seen.conflicts),
-    )
-    return step, Plan(updates, len(sendable), len(seen.moves_there), len(pushes))
-
-
-def _apply(
-    store: Store, writer: Writer, seen: Comparison, here: Machine, remote: str
-) -> list[tuple[str, str, str | None]]:
-    """Change this mailbox (under the writer's lock): arrivals, later states, notes. Returns the notes pushes
-    that merging made."""
-    from gitmail import machine
-
-    arrived = _check_arrivals(store, seen.arrivals, remote)
-    # Recorded before their refs exist: a message that arrived is never taken for one written here.
-    machine.remember_arrivals(store, [i for i, m in arrived.items() if m.machine is None or m.machine.id == here.id])
-    changes = [[Change(p.ref, p.oid, None)] for p in seen.arrivals]
-    changes += [[Change(new.ref, new.oid, None), Change(old.ref, None, old.oid)] for old, new in seen.moves_here]
-    reason = f"gitmail: sync from {remote}: {len(seen.arrivals)} new, {len(seen.moves_here)} moved"
-    for chunk in _chunks(changes, IMPORT_CHUNK):
-        writer.apply(chunk, reason)
-    if len(seen.arrivals) > PACK_AFTER:
-        _pack_refs(store, writer)
-    pushes: list[tuple[str, str, str | None]] = []
-    for step in seen.notes:
-        ref = NOTES_ROOT + step.name
-        if step.action == "take":
-            assert step.theirs is not None
-            writer.apply([Change(ref, step.theirs, step.mine)], f"gitmail: sync from {remote}: {step.name}")
-        elif step.action == "merge":
-            assert step.mine is not None and step.theirs is not None
-            merged = _union(writer, step.mine, step.theirs, step.name, remote)
-            writer.apply([Change(ref, merged, step.mine)], f"gitmail: sync with {remote}: merged {step.name}")
-            pushes.append((f"{REMOTE_ROOT}{NOTES}{step.name}", merged, step.theirs))
-    return pushes
-
-
-def _kind(place: Located) -> object:
-    return (place.recipient, place.state in (State.BROADCAST, State.RETRACTED))
-
-
-def _chunks(groups: Sequence[Sequence[Change]], size: int) -> Iterator[list[Change]]:
-    """Changes in transactions of about `size`; the changes of one group (the two of a move) stay together."""
-    chunk: list[Change] = []
-    for group in groups:
-        chunk += group
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def _check_arrivals(store: Store, arrivals: Sequence[Located], remote: str) -> dict[str, Message]:
-    """Every arriving message must be a commit here now, holding a gitmail document with its own id and
-    addressed where the remote's state files it; else nothing arrives."""
-    from gitmail.message import BadDocument, parse
-
-    kinds = _object_types(store, [p.oid for p in arrivals])
-    missing = [p for p in arrivals if kinds[p.oid] != "commit"]
-    if missing:
-        count = len(missing)
-        raise NotGitmail(remote, f"{count} messages of its state are not commits it holds, e.g. {missing[0].id}")
-    documents = store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in arrivals])
-    arrived = {}
-    for place, document in zip(arrivals, documents, strict=True):
-        try:
-            if document is None:
-                raise BadDocument("no message document")
-            message = parse(document)
-        except BadDocument as error:
-            raise NotGitmail(remote, f"message {place.id}: {error}") from None
-        to = BROADCAST if place.recipient is None else place.recipient
-        if message.id != place.id or message.to != to:
-            raise NotGitmail(remote, f"message {place.id} is filed under another id or recipient")
-        arrived[place.id] = message
-    return arrived
-
-
-def _pack_refs(store: Store, writer: Writer) -> None:
-    """Many messages arrived as loose refs: pack them, or every later listing reads thousands of files."""
-    store.git("-c", "core.packedRefsTimeout=2000", "pack-refs", "--all", "--prune", pass_fds=(writer.lock_fd,))
-
-
-def _merge_base(store: Store, one: str, other: str) -> str | None:
-    try:
-        return store.git("merge-base", one, other).decode().strip() or None
-    except gitcmd.GitFailed:  # no common history
-        return None
-
-
-def _union(writer: Writer, mine: str, theirs: str, name: str, remote: str) -> str:
-    """A notes commit merging both copies: every annotated object gets the union of both notes' lines."""
-    from datetime import UTC, datetime
-
-    out = writer.store.git("diff-tree", "-r", "-z", "--no-renames", "--name-only", mine, theirs)
-    annotated = {path.replace("/", "") for path in out.decode(errors="replace").split("\0") if path}
-    notes = {}
-    for oid in sorted(o for o in annotated if re.fullmatch(r"[0-9a-f]{40}", o)):
-        ours = set(writer.objects.note(mine, oid).splitlines())
-        both = (ours | set(writer.objects.note(theirs, oid).splitlines())) - {""}
-        if both != ours - {""}:
-            notes[oid] = "".join(f"{line}\n" for line in sorted(both))
-    text = f"gitmail: merged {name} from {remote}\n"
-    return writer.objects.notes_commit(mine, notes, who=SYNC_ACTOR, when=datetime.now(UTC), text=text, merged=theirs)
-
-
-# -- the new state and the push ----------------------------------------------------------------------------------
-
-
-def _path(place: Located) -> str:
-    """Where a message sits in the state's tree: its ref below refs/gitmail/, fanned out by id."""
-    folder = place.ref[len(ROOT) : -len(place.id)]
-    return f"{folder}{place.id[:2]}/{place.id}"
-
-
-def _new_state(
-    store: Store,
-    there: RemoteState,
-    additions: Sequence[Located],
-    moves: Sequence[tuple[Located, Located]],
-    here: Machine,
-) -> str:
-    """The remote's state with this machine's news: a commit on top of the remote's, reaching the new messages."""
-    import tempfile
-
-    identity = _identity(here)
-    form = store.git("hash-object", "-w", "--stdin", stdin=FORMAT_TEXT.encode()).decode().strip()
-    lines = [f"0 {ZERO}\t{_path(old)}\n" for old, _ in moves]
-    lines += [f"160000 {p.oid}\t{_path(p)}\n" for p in [*additions, *(new for _, new in moves)]]
-    lines.append(f"100644 {form}\t{FORMAT_PATH}\n")
-    handle, index = tempfile.mkstemp(prefix="index-", dir=_folder(store))
-    os.close(handle)
-    os.unlink(index)  # git makes its own index file there
-    try:
-        scratch = {"GIT_INDEX_FILE": index}
-        if there.state is not None:
-            store.git("read-tree", there.state, env=scratch)
-        store.git("update-index", "--add", "--index-info", stdin="".join(lines).encode(), env=scratch)
-        tree = store.git("write-tree", env=scratch).decode().strip()
-    finally:
-        Path(index).unlink(missing_ok=True)
-    parents = [there.state] if there.state else []
-    carrier = _carriers(store, additions, identity)
-    if carrier is not None:
-        parents.append(carrier)
-    summary = f"gitmail sync from {here.name}: {len(additions)} new, {len(moves)} moved\n\nMachine: {here.field()}\n"
-    flags = [f for p in parents for f in ("-p", p)]
-    return store.git("commit-tree", tree, *flags, "-m", summary, env=identity).decode().strip()
-
-
-def _carriers(store: Store, additions: Sequence[Located], identity: dict[str, str]) -> str | None:
-    """A chain of commits whose parents are the new messages, oldest first, each dated like its newest message.
-    git walks history newest first through one date-sorted list: a single commit dated now with thousands of
-    older parents would put them all in that list at once, and each insertion costs its length (100,000 messages
-    took a minute of CPU to list). Chained this way, the walk holds one carrier's messages at a time."""
-    if not additions:
-        return None
-    out = store.git(
-        "log",
-        "--no-walk=unsorted",
-        "--format=%H %ct",
-        "--stdin",
-        stdin="".join(f"{p.oid}\n" for p in additions).encode(),
-    )
-    dated = sorted((int(line.split()[1]), line.split()[0]) for line in out.decode().splitlines())
-    store.git("hash-object", "-t", "tree", "-w", "--stdin", stdin=b"")  # the carriers' empty tree
-    carrier: str | None = None
-    for start in range(0, len(dated), CARRIER_PARENTS):
-        chunk = dated[start : start + CARRIER_PARENTS]
-        parents = ([carrier] if carrier else []) + [oid for _, oid in chunk]
-        when = f"{chunk[-1][0]} +0000"
-        env = {**identity, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
-        message = f"gitmail sync: carries {len(chunk)} messages\n"
-        flags = [f for p in parents for f in ("-p", p)]
-        carrier = store.git("commit-tree", EMPTY_TREE, *flags, "-m", message, env=env).decode().strip()
-    return carrier
-
-
-def _identity(here: Machine) -> dict[str, str]:
-    email = f"{here.id}@machine.gitmail"
-    return {
-        "GIT_AUTHOR_NAME": here.name,
-        "GIT_AUTHOR_EMAIL": email,
-        "GIT_COMMITTER_NAME": here.name,
-        "GIT_COMMITTER_EMAIL": email,
-    }
-
-
+# Why a push was refused when another machine pushed first: as git says it (the lease was stale, or the ref moved
+# on) and as the remote says it when the ref moved between its answer and our update (a failed ref lock).
 _CONTENDED = {"stale info", "fetch first", "non-fast-forward", "atomic push failed"}
 _REFUSED_IN_A_RACE = {"atomic transaction failed", "failed to update ref", "failed to lock"}
 _RACE_MARKS = ("but expected", "reference already exists", "File exists", "cannot lock ref")
@@ -943,13 +394,11 @@ def _push(store: Store, remote: Remote, updates: Sequence[tuple[str, str, str | 
             reasons.add(summary[summary.find("(") + 1 : summary.rfind(")")] if "(" in summary else summary)
     if reasons and reasons <= _CONTENDED:
         return False
-    # The remote checks each lease again when it moves the ref: another push that landed between its answer to
-    # our fetch and our update shows there as a failed ref lock, and is contention all the same.
     if reasons and reasons - _CONTENDED <= _REFUSED_IN_A_RACE and any(m in done.stderr for m in _RACE_MARKS):
         return False
-    refused = sorted(reasons - _CONTENDED)
+    refused = ", ".join(sorted(reasons - _CONTENDED))
     said = _reason(done.stderr, prefer_remote=True)
-    why = f"{', '.join(refused)}" + (f" ({said})" if said and refused else "") if refused else said
+    why = f"{refused} ({said})" if refused else said
     raise SyncError(f"{remote.name}: {redact(remote.url)} refused the push: {why}")
 
 
@@ -1024,9 +473,7 @@ def request(store: Store) -> None:
     """Ask for a background sync: a running one sees the request when it is done and goes again."""
     import secrets
 
-    from gitmail.lock import write_atomically
-
-    write_atomically(_folder(store) / "wanted", secrets.token_hex(8).encode(), durable=False)
+    _replace(_folder(store) / "wanted", secrets.token_hex(8))
 
 
 def _start(store: Store) -> bool:

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from gitmail.errors import ExitCode, GitmailError, UsageError
 
 if TYPE_CHECKING:
+    from gitmail.remotes import Remote
     from gitmail.store import Store
-    from gitmail.sync import Outcome, Remote
+    from gitmail.sync import Outcome
 
 LOCK_WAIT = 120.0  # seconds a sync run by hand waits for one already running (a background one, say)
 
@@ -28,14 +29,14 @@ def main(argv: list[str]) -> int | None:
 
 
 def run(name: str | None, *, quiet: bool = False, auto: bool = False) -> int:
-    from gitmail import sync
+    from gitmail import remotes, sync
     from gitmail.store import Store
 
     try:
         store = Store()
         if auto:
             return sync.run_background(store)
-        chosen = [sync.find(store, name)] if name is not None else sync.remotes(store)
+        chosen = [remotes.find(store, name)] if name is not None else remotes.remotes(store)
         if not chosen:
             raise UsageError("no remote to sync with (add one: gitmail remote add NAME URL)")
         failed = 0
@@ -91,7 +92,7 @@ def remote_line(store: Store, remote: Remote) -> str:
     """`gitmail remote`'s line for one remote: name, URL, how it syncs, how the last sync went."""
     import time
 
-    from gitmail import sync
+    from gitmail import remotes, sync
 
     record = sync.Record.load(store, remote.name)
     how = f"auto, every {remote.interval} s" if remote.auto else "when asked"
@@ -101,4 +102,4 @@ def remote_line(store: Store, remote: Remote) -> str:
         last = "last synced " + time.strftime("%Y-%m-%d %H:%M %z", time.localtime(record.last_success))
     else:
         last = "never synced"
-    return f"{remote.name}\t{sync.redact(remote.url)}\t{how}\t{last}"
+    return f"{remote.name}\t{remotes.redact(remote.url)}\t{how}\t{last}"

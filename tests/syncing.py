@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gitmail import machine as gitmail_machine
-from gitmail import mailbox, sync
+from gitmail import mailbox, remotes, sync
 from gitmail.layout import ROOT
 from gitmail.message import parse
 from gitmail.store import Store
@@ -38,14 +38,14 @@ def machine(root: Path, name: str, url: str | None = None) -> Store:
     store.git("config", "gitmail.machine", name)
     gitmail_machine.current(store)  # its id, made once
     if url is not None:
-        sync.add_remote(store, name="origin", url=url)
+        remotes.add_remote(store, name="origin", url=url)
     return store
 
 
 def sync_now(store: Store, name: str = "origin") -> sync.Outcome:
     with sync.sync_lock(store, wait=60) as fd:
         assert fd is not None
-        return sync.sync(store, sync.find(store, name), lock_fd=fd)
+        return sync.sync(store, remotes.find(store, name), lock_fd=fd)
 
 
 def places(store: Store) -> dict[str, list[tuple[str, str]]]:
@@ -61,9 +61,9 @@ def places(store: Store) -> dict[str, list[tuple[str, str]]]:
 def remote_places(remote: Path) -> dict[str, tuple[str, str]]:
     """What the remote's state lists: id -> (ref it stands for, commit)."""
     found = {}
-    for line in git(remote, "ls-tree", "-r", f"{sync.REMOTE_ROOT}{sync.STATE}").splitlines():
+    for line in git(remote, "ls-tree", "-r", f"{remotes.REMOTE_ROOT}{remotes.STATE}").splitlines():
         meta, path = line.split("\t")
-        if path == sync.FORMAT_PATH:
+        if path == remotes.FORMAT_PATH:
             continue
         repo, folder, _, message_id = path.split("/")
         assert message_id not in found, f"{message_id} is twice in the remote's state"
@@ -217,7 +217,7 @@ def machine_loop(path: str, rounds: int, seed: int, go: str, own: str, everyone:
         with sync.sync_lock(store, wait=60) as fd:
             assert fd is not None
             try:
-                sync.sync(store, sync.find(store, "origin"), lock_fd=fd)
+                sync.sync(store, remotes.find(store, "origin"), lock_fd=fd)
                 say("synced")
             except GitmailError as error:  # other machines kept pushing: the next round tries again
                 say("sync-failed", str(error).replace(" ", "_")[:60])

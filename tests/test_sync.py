@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import machine, mailbox, render, sync
+from gitmail import machine, mailbox, reconcile, remotes, render, sync
 from gitmail.errors import UsageError
 from gitmail.identity import RepoName
 from gitmail.layout import Change, State
@@ -177,6 +177,38 @@ def test_retracted_beats_active(trio: tuple[Store, Store, Store]) -> None:
     assert not mailbox.pending(b, repo="web").broadcasts
 
 
+def test_a_message_caught_mid_move_without_the_lock_is_not_brought_back(
+    trio: tuple[Store, Store, Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b, _ = trio
+    cast = mailbox.broadcast(b, sender="api", subject="Freeze")
+    sync_now(b), sync_now(a)
+    active, retracted = (f"refs/gitmail/_broadcast/{f}/{cast.message.id}" for f in ("active", "retracted"))
+    original = reconcile._compare
+    calls: list[int] = []
+
+    def mid_retract(store: Store, there: reconcile.RemoteState, remote: str) -> reconcile.Comparison:
+        calls.append(1)
+        if len(calls) > 1:
+            return original(store, there, remote)
+        # a retract on a, caught between its two steps (git deletes active/ before it creates retracted/)
+        git(a.path, "update-ref", "-d", active)
+        seen = original(store, there, remote)
+        git(a.path, "update-ref", retracted, cast.oid)
+        return seen
+
+    mailbox.send(b, sender="api", to="web", subject="something new there")  # so that a has to fetch and compare
+    sync_now(b)
+    monkeypatch.setattr(reconcile, "_compare", mid_retract)
+    outcome = sync_now(a)
+    assert len(calls) == 2  # compared again under the lock
+    assert outcome.received == 1 and outcome.moved_there == 1
+    assert [ref for ref, _ in places(a)[cast.message.id]] == [retracted]
+    monkeypatch.setattr(reconcile, "_compare", original)
+    sync_now(b)
+    assert state_of(b, cast.message.id) is State.RETRACTED
+
+
 def test_seen_sets_are_unioned_and_each_repo_is_handed_a_broadcast_once(trio: tuple[Store, Store, Store]) -> None:
     a, b, c = trio
     cast = mailbox.broadcast(a, sender="api", subject="New lint rules")
@@ -226,7 +258,7 @@ def test_a_new_machine_gets_everything_and_mail_sent_there_comes_back(
     fresh = Store(tmp_path / "new" / "mail.git")  # not even created yet: sync makes it
     fresh_path = fresh.path
     fresh.path.parent.mkdir()
-    sync.add_remote(fresh, name="origin", url=str(tmp_path / "remote.git"))
+    remotes.add_remote(fresh, name="origin", url=str(tmp_path / "remote.git"))
     assert sync_now(fresh).received == 12
     assert state_of(fresh, ids[0]) is State.ARCHIVED
     assert sorted(places(fresh)) == sorted(ids)
@@ -239,9 +271,9 @@ def test_many_arrivals_land_in_chunks_and_their_refs_are_packed(
     trio: tuple[Store, Store, Store], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b, _ = trio
-    monkeypatch.setattr(sync, "IMPORT_CHUNK", 7)
-    monkeypatch.setattr(sync, "PACK_AFTER", 10)
-    monkeypatch.setattr(sync, "CARRIER_PARENTS", 4)
+    monkeypatch.setattr(reconcile, "IMPORT_CHUNK", 7)
+    monkeypatch.setattr(reconcile, "PACK_AFTER", 10)
+    monkeypatch.setattr(reconcile, "CARRIER_PARENTS", 4)
     ids = [mailbox.send(a, sender="api", to="web", subject=f"m{i}").message.id for i in range(30)]
     sync_now(a)
     assert sync_now(b).received == 30
@@ -262,13 +294,13 @@ def test_a_sync_that_finds_nothing_new_changes_nothing(
     tip = git(remote, "rev-parse", "refs/gitmail-sync/state")
     before = refs_and_files(a)
     calls: list[str] = []
-    original = sync._read_remote
+    original = reconcile.read_remote
 
-    def counting(store: Store, name: str, tips: dict[str, str]) -> sync.RemoteState:
+    def counting(store: Store, name: str, tips: dict[str, str]) -> reconcile.RemoteState:
         calls.append(name)
         return original(store, name, tips)
 
-    monkeypatch.setattr(sync, "_read_remote", counting)
+    monkeypatch.setattr(reconcile, "read_remote", counting)
     assert sync_now(a) == sync.Outcome("origin")
     assert calls == []  # recognised as quiet from the fetch and the fingerprint alone
     assert git(remote, "rev-parse", "refs/gitmail-sync/state") == tip
@@ -465,7 +497,7 @@ def test_urls_with_credentials_are_refused(
         result = cli("remote", "add", "other", "--", url)
         assert result.code == 2 and why in result.err and "hunter2" not in result.err, result
     for fine in ("git@github.com:me/mail.git", "ssh://git@example.com/mail.git", "https://me@example.com/mail.git"):
-        assert sync.url_problem(fine) is None, fine
+        assert remotes.url_problem(fine) is None, fine
     # edited into the config by hand: refused at sync time, and never shown in full
     a.git("config", "gitmail-remote.origin.url", "https://me:hunter2@example.com/mail.git")
     result = cli("sync")
@@ -555,7 +587,7 @@ def test_remote_commands(cli: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_invalid_names_are_refused(tmp_path: Path, remote: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     box = make_machine(tmp_path, "laptop")
     with pytest.raises(UsageError, match="invalid remote name"):
-        sync.add_remote(box, name="a/b", url=str(remote))
+        remotes.add_remote(box, name="a/b", url=str(remote))
     monkeypatch.setenv("GITMAIL_MACHINE", "my laptop")
     with pytest.raises(UsageError, match="invalid machine name 'my laptop' in GITMAIL_MACHINE"):
         mailbox.send(box, sender="api", to="web", subject="x")
@@ -584,7 +616,7 @@ def wait_for(condition: object, seconds: float = 60.0) -> None:
 
 def test_a_send_pushes_in_the_background_when_the_remote_syncs_automatically(tmp_path: Path, remote: Path) -> None:
     a = make_machine(tmp_path, "laptop")
-    sync.add_remote(a, name="origin", url=str(remote), auto=True)
+    remotes.add_remote(a, name="origin", url=str(remote), auto=True)
     api = tmp_path / "api"
     subprocess.run(["git", "init", "-q", str(api)], check=True)
     done = run_gitmail("send", "--to", "web", "-s", "background", cwd=api, env={"GITMAIL_DIR": str(a.path)})
@@ -598,7 +630,7 @@ def test_the_session_start_hook_starts_a_due_sync_without_waiting_for_it(
 ) -> None:
     a = make_machine(tmp_path, "laptop", str(remote))
     b = make_machine(tmp_path, "server")
-    sync.add_remote(b, name="origin", url=str(remote), auto=True, interval=3600)
+    remotes.add_remote(b, name="origin", url=str(remote), auto=True, interval=3600)
     sent = mailbox.send(a, sender="api", to="web", subject="arrives by itself")
     sync_now(a)
     web = tmp_path / "web"
@@ -617,7 +649,7 @@ def test_the_session_start_hook_starts_a_due_sync_without_waiting_for_it(
 
 def test_a_background_sync_leaves_at_once_when_another_sync_runs(tmp_path: Path, remote: Path) -> None:
     a = make_machine(tmp_path, "laptop")
-    sync.add_remote(a, name="origin", url=str(remote), auto=True)
+    remotes.add_remote(a, name="origin", url=str(remote), auto=True)
     mailbox.send(a, sender="api", to="web", subject="waits")
     with sync.sync_lock(a, wait=5) as fd:
         assert fd is not None
@@ -629,12 +661,12 @@ def test_a_request_made_while_the_background_sync_runs_makes_it_go_again(
     tmp_path: Path, remote: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a = make_machine(tmp_path, "laptop")
-    sync.add_remote(a, name="origin", url=str(remote), auto=True)
+    remotes.add_remote(a, name="origin", url=str(remote), auto=True)
     first = mailbox.send(a, sender="api", to="web", subject="first")
     original = sync.sync
     runs: list[str] = []
 
-    def syncing(store: Store, remote: sync.Remote, *, lock_fd: int) -> sync.Outcome:
+    def syncing(store: Store, remote: remotes.Remote, *, lock_fd: int) -> sync.Outcome:
         runs.append(remote.name)
         outcome = original(store, remote, lock_fd=lock_fd)
         if len(runs) == 1:  # a send lands and asks for a sync while this one runs
