@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import NamedTuple
 
 from gitmail.errors import MailboxError
+
+TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from os import PathLike
 
 # The variables passed on to git, each for a reason. Everything else (every GIT_* variable among them) is dropped.
 KEPT_ENV = {
@@ -64,7 +66,7 @@ class GitFailed(MailboxError):
 
 
 def run(
-    git_dir: Path,
+    git_dir: str | PathLike[str],
     *args: str,
     stdin: bytes | None = None,
     env: Mapping[str, str] | None = None,
@@ -130,10 +132,13 @@ NETWORK_FIXED_ENV = {
 }
 
 
-class NetworkResult(NamedTuple):
-    returncode: int
-    stdout: bytes
-    stderr: str
+class NetworkResult:
+    """What a command that talked to a remote did."""
+
+    __slots__ = ("returncode", "stdout", "stderr")
+
+    def __init__(self, returncode: int, stdout: bytes, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
 def network_environment() -> dict[str, str]:
@@ -141,7 +146,9 @@ def network_environment() -> dict[str, str]:
     return {**kept, **NETWORK_FIXED_ENV}
 
 
-def run_network(git_dir: Path, *args: str, pass_fds: Sequence[int] = (), timeout: float | None = None) -> NetworkResult:
+def run_network(
+    git_dir: str | PathLike[str], *args: str, pass_fds: Sequence[int] = (), timeout: float | None = None
+) -> NetworkResult:
     """Run one git command that talks to a remote, with the user's authentication and git config, and no hook.
     Never raises for git's own failures: the caller reads the exit code and the messages."""
     try:

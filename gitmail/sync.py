@@ -13,7 +13,6 @@ is kept in refs/gitmail-remotes/<remote>/… (remotes.py), and what the last syn
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -23,10 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail import gitcmd
-from gitmail.errors import GitmailError
-from gitmail.layout import ROOT
+from gitmail.errors import GitmailError, UsageError
 from gitmail.remotes import (
-    NOTES_ROOT,
     REMOTE_ROOT,
     SETTINGS,
     TRACKING_ROOT,
@@ -39,13 +36,13 @@ from gitmail.remotes import (
     remotes,
     url_problem,
 )
+from gitmail.synccheck import Record, fingerprint
 
 if TYPE_CHECKING:
     from gitmail.store import Store
 
 ATTEMPTS = 6  # fetch, reconcile and push this often while other machines keep pushing in between
 NETWORK_TIMEOUT = 900.0  # seconds a fetch or push may take before it is given up
-RACY_SECONDS = 2.0  # a ref file changed this recently may change again within the same timestamp
 
 
 class Outcome(NamedTuple):
@@ -78,7 +75,7 @@ def remove_remote(store: Store, name: str) -> None:
             commands = "".join(f"delete {TRACKING_ROOT}{remote.name}/{ref}\0{oid}\0" for ref, oid in tips.items())
             store.git("update-ref", "-z", "--stdin", stdin=commands.encode())
         forget(store, remote.name)
-        Record.path(store, remote.name).unlink(missing_ok=True)
+        Path(Record.path(store.path, remote.name)).unlink(missing_ok=True)
 
 
 @contextmanager
@@ -144,71 +141,25 @@ def _clear_leftovers(store: Store, folder: Path) -> None:
             stale.unlink(missing_ok=True)
 
 
-class Record(NamedTuple):
-    """What the last sync with a remote left: the remote's refs as both sides agreed on them, and a fingerprint
-    of this mailbox's ref files at that moment (None when they were too fresh to trust)."""
-
-    tips: dict[str, str] = {}
-    fingerprint: str | None = None
-    last_attempt: float | None = None
-    last_success: float | None = None
-    error: str | None = None
-
-    @staticmethod
-    def path(store: Store, name: str) -> Path:
-        return store.own_dir / "sync" / f"{name}.json"
-
-    @classmethod
-    def load(cls, store: Store, name: str) -> Record:
-        try:
-            data = json.loads(cls.path(store, name).read_text())
-            return cls(
-                tips={str(k): str(v) for k, v in dict(data.get("tips", {})).items()},
-                fingerprint=data.get("fingerprint"),
-                last_attempt=data.get("last_attempt"),
-                last_success=data.get("last_success"),
-                error=data.get("error"),
-            )
-        except (OSError, ValueError, TypeError, AttributeError):
-            return cls()
-
-    def save(self, store: Store, name: str) -> None:
-        _replace(self.path(store, name), json.dumps(self._asdict(), indent=1))
-
-
-def fingerprint(store: Store) -> str | None:
-    """What the files that hold the mailbox's message and notes refs look like: packed-refs (git rewrites it
-    whole, under a new inode) and every directory of loose refs (creating, replacing or deleting a ref file
-    changes its directory's modification time). None when something changed within RACY_SECONDS: a second change
-    inside the same timestamp would go unseen."""
-    now = time.time()
-    newest = 0.0
-    parts: list[str] = []
-    packed = store.path / "packed-refs"
-    try:
-        info = packed.stat()
-        parts.append(f"packed-refs {info.st_ino} {info.st_size} {info.st_mtime_ns}")
-        newest = info.st_mtime
-    except FileNotFoundError:
-        parts.append("packed-refs -")
-    pending = [store.path / ROOT.rstrip("/"), store.path / NOTES_ROOT.rstrip("/")]
-    while pending:
-        folder = pending.pop()
-        try:
-            info = folder.stat()
-            with os.scandir(folder) as entries:
-                pending += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
-        except FileNotFoundError:
-            parts.append(f"{folder.relative_to(store.path)} -")
-            continue
-        parts.append(f"{folder.relative_to(store.path)} {info.st_ino} {info.st_mtime_ns}")
-        newest = max(newest, info.st_mtime)
-    if now - newest < RACY_SECONDS:
-        return None
-    return "\n".join(sorted(parts))
-
-
 # -- one sync ------------------------------------------------------------------------------------------------------
+
+
+def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> list[Outcome | SyncError]:
+    """Sync with the remote called `name`, or with every remote in turn: one Outcome, or the SyncError that
+    stopped it, per remote (one remote failing does not stop the others). Waits up to `wait` seconds for a sync
+    of this mailbox that is already running."""
+    chosen = [find(store, name)] if name is not None else remotes(store)
+    if not chosen:
+        raise UsageError("no remote to sync with (add one: gitmail remote add NAME URL)")
+    results: list[Outcome | SyncError] = []
+    with sync_lock(store, wait=wait) as fd:
+        assert fd is not None
+        for remote in chosen:
+            try:
+                results.append(sync(store, remote, lock_fd=fd))
+            except SyncError as error:
+                results.append(error)
+    return results
 
 
 def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
@@ -217,18 +168,22 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
     The remote's refs are asked for first (`git ls-remote`, which reads no local ref): when they and this
     mailbox's ref files are as the last sync left them, that is all. A fetch reads every local ref tip (a
     third of a second at 100,000 messages), so it is made only when the remote has something new."""
-    from gitmail import machine, reconcile
+    from gitmail import machine, reconcile, synccheck
 
     problem = url_problem(remote.url)
     if problem:
         raise SyncError(f"{remote.name}: refusing to sync with {redact(remote.url)}: {problem}")
-    record = Record.load(store, remote.name)._replace(last_attempt=time.time())
+    record = Record.load(store.path, remote.name)
+    record.last_attempt = time.time()
     _touch_attempt(store)
     outcome = Outcome(remote.name)
     try:
-        advertised = _advertised(store, remote, lock_fd)
-        if advertised == record.tips and _unchanged_since(record, store):
-            record = record._replace(last_success=time.time(), error=None)
+        listing = synccheck.advertised(store.path, remote.url, pass_fds=(lock_fd,))
+        if listing.returncode != 0:
+            raise SyncError(f"{remote.name}: cannot reach {redact(remote.url)}: {_reason(listing.stderr)}")
+        advertised = synccheck.tips(listing.stdout)
+        if record.in_step(remote.url, advertised, store.path):
+            record.last_success, record.error = time.time(), None
             return outcome
         here = machine.current(store)
         for attempt in range(1, ATTEMPTS + 1):
@@ -251,13 +206,14 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 attempts=attempt,
             )
             if not plan.updates:
-                record = Record(tips, fingerprint(store), record.last_attempt, time.time())
+                record = Record(remote.url, tips, fingerprint(store.path), record.last_attempt, time.time())
                 return outcome
             if _push(store, remote, plan.updates, lock_fd):
                 _record_pushed(store, remote.name, plan.updates)
                 outcome = outcome._replace(sent=outcome.sent + plan.sent, moved_there=outcome.moved_there + plan.moved)
                 outcome = outcome._replace(notes=outcome.notes + plan.notes)
-                record = Record(_tracking(store, remote.name), fingerprint(store), record.last_attempt, time.time())
+                tips = _tracking(store, remote.name)
+                record = Record(remote.url, tips, fingerprint(store.path), record.last_attempt, time.time())
                 return outcome
             time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + _jitter()))
         raise SyncError(
@@ -265,20 +221,25 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
             "what arrived is here, run gitmail sync again to send the rest"
         )
     except GitmailError as error:
-        record = record._replace(error=str(error))
+        record.error = str(error)
         raise
     finally:
-        record.save(store, remote.name)
-
-
-def _unchanged_since(record: Record, store: Store) -> bool:
-    return record.fingerprint is not None and record.fingerprint == fingerprint(store)
+        _save(record, store, remote.name)
 
 
 def _jitter() -> float:
     import random
 
     return random.random()
+
+
+def _save(record: Record, store: Store, name: str) -> None:
+    from gitmail.lock import unwritable
+
+    try:
+        record.save(store.path, name)
+    except OSError as error:
+        raise unwritable(store.path, error) from None
 
 
 def _touch_attempt(store: Store) -> None:
@@ -314,21 +275,6 @@ def _fetch(store: Store, remote: Remote, lock_fd: int) -> None:
     )
     if done.returncode != 0:
         raise SyncError(f"{remote.name}: cannot fetch from {redact(remote.url)}: {_reason(done.stderr)}")
-
-
-def _advertised(store: Store, remote: Remote, lock_fd: int) -> dict[str, str]:
-    """What the remote holds now, named as the tracking refs name it: {"state": oid, ...}."""
-    done = gitcmd.run_network(
-        store.path, "ls-remote", "--", remote.url, f"{REMOTE_ROOT}*", pass_fds=(lock_fd,), timeout=NETWORK_TIMEOUT
-    )
-    if done.returncode != 0:
-        raise SyncError(f"{remote.name}: cannot reach {redact(remote.url)}: {_reason(done.stderr)}")
-    tips = {}
-    for line in done.stdout.decode(errors="replace").splitlines():
-        oid, _, ref = line.partition("\t")
-        if ref.startswith(REMOTE_ROOT):
-            tips[ref[len(REMOTE_ROOT) :]] = oid
-    return tips
 
 
 def _tracking(store: Store, name: str) -> dict[str, str]:

@@ -7,10 +7,10 @@ calls `run` too. Like cli.main, it turns errors into one line and an exit code.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
-from gitmail.errors import ExitCode, GitmailError, UsageError
+from gitmail.errors import ExitCode, GitmailError
 
+TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
 if TYPE_CHECKING:
     from gitmail.remotes import Remote
     from gitmail.store import Store
@@ -25,32 +25,37 @@ def main(argv: list[str]) -> int | None:
     flags = {a for a in argv if a.startswith("-")}
     if len(names) > 1 or not flags <= {"--quiet", "-q", "--auto"}:
         return None
-    return run(names[0] if names else None, quiet=bool(flags & {"--quiet", "-q"}), auto="--auto" in flags)
+    name, quiet, auto = (names[0] if names else None), bool(flags & {"--quiet", "-q"}), "--auto" in flags
+    if not auto:
+        from gitmail.synccheck import up_to_date
+
+        try:
+            found = up_to_date(name)
+        except GitmailError:  # git is missing, say: the whole way says so properly
+            found = None
+        if found is not None:
+            for remote in found if not quiet else ():
+                _say(f"{remote}: up to date")
+            return int(ExitCode.OK)
+    return run(name, quiet=quiet, auto=auto)
 
 
 def run(name: str | None, *, quiet: bool = False, auto: bool = False) -> int:
-    from gitmail import remotes, sync
+    from gitmail import sync
+    from gitmail.remotes import SyncError
     from gitmail.store import Store
 
     try:
         store = Store()
         if auto:
             return sync.run_background(store)
-        chosen = [remotes.find(store, name)] if name is not None else remotes.remotes(store)
-        if not chosen:
-            raise UsageError("no remote to sync with (add one: gitmail remote add NAME URL)")
-        failed = 0
-        with sync.sync_lock(store, wait=LOCK_WAIT) as fd:
-            assert fd is not None
-            for remote in chosen:
-                try:
-                    outcome = sync.sync(store, remote, lock_fd=fd)
-                except GitmailError as error:
-                    _say(f"error: {error}")
-                    failed += 1
-                    continue
-                if not quiet:
-                    _say(describe(outcome))
+        failed = False
+        for result in sync.sync_all(store, name, wait=LOCK_WAIT):
+            if isinstance(result, SyncError):
+                _say(f"error: {result}")
+                failed = True
+            elif not quiet:
+                _say(describe(result))
         return int(ExitCode.RUNTIME) if failed else int(ExitCode.OK)
     except GitmailError as error:
         _say(f"error: {error}")
@@ -92,9 +97,10 @@ def remote_line(store: Store, remote: Remote) -> str:
     """`gitmail remote`'s line for one remote: name, URL, how it syncs, how the last sync went."""
     import time
 
-    from gitmail import remotes, sync
+    from gitmail import remotes
+    from gitmail.synccheck import Record
 
-    record = sync.Record.load(store, remote.name)
+    record = Record.load(store.path, remote.name)
     how = f"auto, every {remote.interval} s" if remote.auto else "when asked"
     if record.error and (record.last_success or 0) < (record.last_attempt or 0):
         last = f"last sync failed: {record.error}"

@@ -32,14 +32,36 @@ def bare_remote(path: Path) -> Path:
 
 
 def machine(root: Path, name: str, url: str | None = None) -> Store:
-    """A mailbox standing for one machine called `name`, with `url` as its remote "origin"."""
-    store = Store(root / name / "mail.git")
+    """A machine called `name`: a home of its own (root/name) holding its mailbox where gitmail keeps one,
+    ~/.gitmail/mail.git, with `url` as its remote "origin"."""
+    store = Store(root / name / ".gitmail" / "mail.git")
     store.create()
     store.git("config", "gitmail.machine", name)
     gitmail_machine.current(store)  # its id, made once
     if url is not None:
         remotes.add_remote(store, name="origin", url=url)
     return store
+
+
+def home_of(mailbox: Path) -> Path:
+    """The home directory a machine's default mailbox is in."""
+    return mailbox.parent.parent
+
+
+def as_machine(store: Store) -> dict[str, str]:
+    """The environment of a process on that machine: its own HOME, its default mailbox."""
+    environment = {k: v for k, v in os.environ.items() if k != "GITMAIL_DIR"}
+    return {**environment, "HOME": str(home_of(store.path))}
+
+
+def settle(store: Store) -> None:
+    """Make the mailbox's ref files look older than a sync's 2-second distrust of fresh ones, as a mailbox left
+    alone for a while does; then sync, so the record holds the fingerprint a later process will compute."""
+    then = time.time() - 10
+    for top in (store.path / "refs" / "gitmail", store.path / "refs" / "notes", store.path / "packed-refs"):
+        for path in [top, *top.rglob("*")] if top.is_dir() else [top] if top.exists() else []:
+            os.utime(path, (then, then))
+    sync_now(store)
 
 
 def sync_now(store: Store, name: str = "origin") -> sync.Outcome:
@@ -168,7 +190,7 @@ def _listening(daemon: subprocess.Popen[bytes], port: int) -> bool:
 # -- a machine at work: the loop the stress tests run in one process per machine ----------------------------------
 
 
-def machine_loop(path: str, rounds: int, seed: int, go: str, own: str, everyone: str) -> None:
+def machine_loop(rounds: int, seed: int, go: str, own: str, everyone: str) -> None:
     """Send, reply, mark done, broadcast, hand over and sync, `rounds` times, reporting on standard output what
     this machine was told succeeded: `sent ID`, `archived ID`, `handed ID REPO`, `synced`, `sync-failed`.
 
@@ -179,7 +201,7 @@ def machine_loop(path: str, rounds: int, seed: int, go: str, own: str, everyone:
 
     from gitmail.errors import GitmailError
 
-    store = Store(path)
+    store = Store()  # this machine's own: ~/.gitmail/mail.git in its HOME
     rng = random.Random(seed)
     mine, names = own.split(","), everyone.split(",")
     private = mine[1:]

@@ -8,12 +8,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from gitmail import machine, mailbox, reconcile, remotes, render, sync
+from gitmail import machine, mailbox, reconcile, remotes, render, sync, synccheck
 from gitmail.errors import UsageError
 from gitmail.identity import RepoName
 from gitmail.layout import Change, State
@@ -29,6 +30,7 @@ from tests.syncing import (
     refs_and_files,
     remote_places,
     seen,
+    settle,
     sync_now,
     whole,
 )
@@ -50,7 +52,7 @@ def trio(tmp_path: Path, remote: Path) -> tuple[Store, Store, Store]:
 @pytest.fixture(autouse=True)
 def no_racy_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ref files a test just changed count as settled at once (the real margin is two seconds)."""
-    monkeypatch.setattr(sync, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(synccheck, "RACY_SECONDS", 0.0)
 
 
 def state_of(store: Store, message_id: str) -> State:
@@ -307,11 +309,61 @@ def test_a_sync_that_finds_nothing_new_changes_nothing(
     assert refs_and_files(a) == before
 
 
+def test_the_quick_check_says_up_to_date_only_when_nothing_changed(
+    trio: tuple[Store, Store, Store], remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b, _ = trio
+    monkeypatch.setenv("GITMAIL_DIR", str(a.path))
+    assert synccheck.up_to_date() is None  # never synced
+    mailbox.send(a, sender="api", to="web", subject="first")
+    sync_now(a), sync_now(b)
+    assert synccheck.up_to_date() == ["origin"] and synccheck.up_to_date("origin") == ["origin"]
+    assert synccheck.up_to_date("elsewhere") is None
+    mailbox.send(b, sender="api", to="web", subject="there")
+    sync_now(b)
+    assert synccheck.up_to_date() is None  # the remote moved
+    sync_now(a)
+    assert synccheck.up_to_date() == ["origin"]
+    mailbox.done(a, repo="web", ids=[e.message.id for e in mailbox.pending(a, repo="web").directed][:1])
+    assert synccheck.up_to_date() is None  # a change here
+    sync_now(a)
+    assert synccheck.up_to_date() == ["origin"]
+    config = (a.path / "config").read_text()
+    (a.path / "config").write_text(config.replace(str(remote), str(remote) + "/"))  # the URL was edited by hand
+    assert synccheck.up_to_date() is None
+    (a.path / "config").write_text(config + "[include]\n\tpath = elsewhere\n")  # anything unusual: ask git
+    assert synccheck.up_to_date() is None
+    (a.path / "config").write_text(config)
+    assert synccheck.up_to_date() == ["origin"]
+
+
+def test_a_quiet_sync_does_not_load_the_store(trio: tuple[Store, Store, Store], tmp_path: Path) -> None:
+    a, _, _ = trio
+    mailbox.send(a, sender="api", to="web", subject="once")
+    sync_now(a)
+    settle(a)
+    probe = (
+        "import sys\n"
+        "from gitmail.__main__ import main\n"
+        "sys.argv = ['gitmail', 'sync']\n"
+        "code = main()\n"
+        "print(code, sorted(m for m in ('gitmail.store', 'gitmail.sync', 'typing') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GITMAIL_DIR": str(a.path)},
+        cwd=tmp_path,
+    )
+    assert (done.stdout, done.stderr) == ("0 []\n", "gitmail: origin: up to date\n")
+
+
 def test_a_change_made_here_since_the_last_sync_is_never_missed(
     trio: tuple[Store, Store, Store], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b, _ = trio
-    monkeypatch.setattr(sync, "RACY_SECONDS", 3600.0)  # every ref file counts as fresh: no fingerprint is trusted
+    monkeypatch.setattr(synccheck, "RACY_SECONDS", 3600.0)  # every ref file counts as fresh: no fingerprint is trusted
     for i in range(3):
         sent = mailbox.send(a, sender="api", to="web", subject=f"m{i}")
         assert sync_now(a).sent == 1

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import mailbox, sync
+from gitmail import mailbox, synccheck
 from gitmail.layout import State
 from gitmail.store import Store
-from tests.syncing import bare_remote, fsck, git_daemon, places, remote_places, seen, sync_now, whole
+from tests.syncing import as_machine, bare_remote, fsck, git_daemon, places, remote_places, seen, sync_now, whole
 from tests.syncing import machine as make_machine
 
 pytestmark = pytest.mark.slow
@@ -44,13 +44,22 @@ EVERYONE = [SHARED, *(f"{n}-{r}" for n in NAMES for r in ("api", "web"))]
 def start_loops(machines: Sequence[tuple[str, Store]], go: Path, rounds: int) -> list[subprocess.Popen[str]]:
     script = (
         "import sys; from tests.syncing import machine_loop; "
-        "machine_loop(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:])"
+        "machine_loop(int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:])"
     )
     return [
         subprocess.Popen(
-            [sys.executable, "-c", script, str(box.path), str(rounds), str(seed), str(go)]
-            + [",".join(own_repos(name)), ",".join(EVERYONE)],
+            [
+                sys.executable,
+                "-c",
+                script,
+                str(rounds),
+                str(seed),
+                str(go),
+                ",".join(own_repos(name)),
+                ",".join(EVERYONE),
+            ],
             cwd=ROOT,
+            env=as_machine(box),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -109,7 +118,7 @@ def check(boxes: Sequence[Store], remote: Path, told: Sequence[Sequence[str]]) -
 
 @pytest.fixture(autouse=True)
 def settled_quickly(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(sync, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(synccheck, "RACY_SECONDS", 0.0)
     yield
 
 
@@ -176,7 +185,7 @@ def killed_in(phase: str, box: Store, *, whole_group: bool) -> bool:
     children). False when it finished before reaching that phase."""
     sync_process = subprocess.Popen(
         [sys.executable, "-m", "gitmail", "sync"],
-        env={**os.environ, "GITMAIL_DIR": str(box.path)},
+        env=as_machine(box),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
