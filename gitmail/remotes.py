@@ -1,11 +1,10 @@
 """Sync remotes: their settings in the mailbox's config, the URLs gitmail accepts, and the names of what sync keeps
 on a remote and here.
 
-| where | ref | what it holds |
-|---|---|---|
-| the remote | refs/gitmail-sync/state | every message's state, and (through its parents) every message commit |
-| the remote | refs/gitmail-sync/notes/<name> | each of gitmail's notes refs (refs/notes/gitmail-*) |
-| here | refs/gitmail-remotes/<remote>/… | what that remote held when last fetched or pushed |
+On a remote, refs/gitmail-sync/state holds every message's state and (through its parents) every message commit,
+and refs/gitmail-sync/notes/<name> each of gitmail's notes refs (refs/notes/gitmail-*). Here,
+refs/gitmail-remotes/<remote>/… hold what that remote held when last fetched or pushed: in gitmail/sync/fetch.git,
+where sync fetches, and mirrored into the mailbox.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import pytest
 
 from gitmail import mailbox, synccheck
 from gitmail.layout import State
+from gitmail.remotes import SyncError
 from gitmail.store import Store
 from tests.syncing import as_machine, bare_remote, fsck, git_daemon, places, remote_places, seen, sync_now, whole
 from tests.syncing import machine as make_machine
@@ -208,6 +209,18 @@ def killed_in(phase: str, box: Store, *, whole_group: bool) -> bool:
         sync_process.communicate()
 
 
+def recover(box: Store) -> None:
+    """The sync after a kill completes: the only failure allowed is the bounded one, where the other machines,
+    syncing in a tight loop, pushed first every time; it says so, and the sync after it completes."""
+    for _ in range(3):
+        try:
+            sync_now(box)
+            return
+        except SyncError as error:
+            assert "other machines kept pushing" in str(error), error
+    raise AssertionError("three syncs in a row lost every race")
+
+
 def test_syncs_killed_while_fetching_reconciling_and_pushing_lose_nothing(tmp_path: Path) -> None:
     remote = bare_remote(tmp_path / "remote.git")
     victim, *others = [make_machine(tmp_path, name, str(remote)) for name in NAMES]
@@ -229,8 +242,7 @@ def test_syncs_killed_while_fetching_reconciling_and_pushing_lose_nothing(tmp_pa
         sync_now(other)
         if killed_in(phase, victim, whole_group=rng.random() < 0.5):
             kills[phase] += 1
-        outcome = sync_now(victim)  # the next sync completes
-        assert outcome.attempts >= 1
+        recover(victim)
         whole(victim)
         assert round_number < 200, f"kills landed too rarely: {kills}"
     told += reports(loops)
