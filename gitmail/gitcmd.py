@@ -14,7 +14,6 @@ and still run no hook. Every local command stays on `run`.
 from __future__ import annotations
 
 import os
-import subprocess
 
 from gitmail.errors import MailboxError
 
@@ -73,6 +72,8 @@ def run(
     pass_fds: Sequence[int] = (),
 ) -> bytes:
     """Run one git command on the mailbox; its standard output, or GitFailed."""
+    import subprocess  # here, not above: a quiet `gitmail sync` runs its one git command without it
+
     try:
         done = subprocess.run(
             ["git", "--git-dir", str(git_dir), *SAFE_CONFIG, *args],
@@ -151,6 +152,8 @@ def run_network(
 ) -> NetworkResult:
     """Run one git command that talks to a remote, with the user's authentication and git config, and no hook.
     Never raises for git's own failures: the caller reads the exit code and the messages."""
+    import subprocess
+
     try:
         done = subprocess.run(
             ["git", "--git-dir", str(git_dir), *SAFE_CONFIG, *args],

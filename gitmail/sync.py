@@ -196,9 +196,9 @@ def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> l
 def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
     """Sync with one remote, both ways. The caller holds the sync lock (`sync_lock`).
 
-    The remote's refs are asked for first (`git ls-remote`, which reads no local ref): when they and this
-    mailbox's ref files are as the last sync left them, that is all. A fetch reads every local ref tip (a
-    third of a second at 100,000 messages), so it is made only when the remote has something new."""
+    The remote's refs are asked for first (`git ls-remote`): when they and this mailbox's ref files are as the
+    last sync left them, that is all. Otherwise a fetch brings what the remote has that this mailbox lacks (only
+    when the remote moved), reconcile.py brings it in and builds what the remote lacks, and one push sends it."""
     from gitmail import machine, reconcile, synccheck
 
     problem = url_problem(remote.url)

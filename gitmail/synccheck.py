@@ -159,8 +159,8 @@ def up_to_date(name: str | None = None) -> list[str] | None:
     for remote in chosen:
         if records[remote].url != configured[remote] or records[remote].fingerprint is None:
             return None
-        listing = advertised(mailbox, configured[remote])
-        if listing.returncode != 0 or not records[remote].in_step(configured[remote], tips(listing.stdout), mailbox):
+        listing = _ls_remote(mailbox, configured[remote])
+        if listing is None or not records[remote].in_step(configured[remote], tips(listing), mailbox):
             return None
     now = time.time()
     try:
@@ -173,6 +173,44 @@ def up_to_date(name: str | None = None) -> list[str] | None:
     except OSError:
         return None
     return chosen
+
+
+def _ls_remote(mailbox: str, url: str) -> bytes | None:
+    """`advertised`, run with os.posix_spawnp rather than the subprocess module, whose import would cost a quiet
+    sync a tenth of its time. Only its listing matters here: on any failure, the whole way runs it again and
+    reports why."""
+    import select
+
+    argv = ["git", "--git-dir", mailbox, *gitcmd.SAFE_CONFIG, "ls-remote", "--", url, f"{REMOTE_ROOT}*"]
+    reading, writing = os.pipe()
+    try:
+        pid = os.posix_spawnp(
+            "git",
+            argv,
+            gitcmd.network_environment(),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, writing, 1),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ],
+        )
+    except OSError:
+        os.close(reading)
+        return None
+    finally:
+        os.close(writing)
+    chunks = []
+    deadline = time.monotonic() + TIMEOUT
+    with os.fdopen(reading, "rb", buffering=0) as pipe:
+        while select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            chunk = pipe.read(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        else:
+            os.kill(pid, 9)  # no answer in time (SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    return b"".join(chunks) if os.waitstatus_to_exitcode(status) == 0 else None
 
 
 def _mailbox() -> str | None:

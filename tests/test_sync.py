@@ -347,7 +347,7 @@ def test_a_quiet_sync_does_not_load_the_store(trio: tuple[Store, Store, Store], 
         "from gitmail.__main__ import main\n"
         "sys.argv = ['gitmail', 'sync']\n"
         "code = main()\n"
-        "print(code, sorted(m for m in ('gitmail.store', 'gitmail.sync', 'typing') if m in sys.modules))\n"
+        "print(code, sorted(m for m in ('gitmail.store', 'gitmail.sync', 'typing', 'subprocess') if m in sys.modules))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
