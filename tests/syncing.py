@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -130,10 +129,6 @@ def refs_and_files(store: Store) -> dict[str, object]:
         "config": (store.path / "config").read_bytes(),
         "own": own,
     }
-
-
-def counts(values: list[str]) -> Counter[str]:
-    return Counter(values)
 
 
 def free_port() -> int:
