@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gitmail import mailbox, render
+from gitmail import mailbox, remotes, render, sync
 from gitmail.errors import ExitCode, GitmailError, UsageError
 from gitmail.identity import RepoName, repo_of, toplevel
 from gitmail.message import MAX_BODY_BYTES
@@ -143,6 +143,7 @@ def send(
     print(entry.message.id)
     where = "every repo" if entry.message.is_broadcast else repr(entry.message.to)
     _say(f"sent {entry.message.id} to {where}")
+    sync.after_send(box)
 
 
 @app.command()
@@ -454,6 +455,96 @@ def mcp(
         print(mcpserver.print_config())
         return
     raise typer.Exit(mcpserver.main())
+
+
+remote_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(remote_app, name="remote")
+
+
+@remote_app.callback(invoke_without_command=True)
+def remote(ctx: typer.Context) -> None:
+    """The remotes this mailbox syncs with: list them, or add, change or remove one. A remote is any git
+    repository URL (ssh, https, a path); several machines share one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from gitmail import machine, synccli
+
+    box = Store()
+    for entry in remotes.remotes(box):
+        print(synccli.remote_line(box, entry))
+    if not remotes.remotes(box):
+        _say("no remotes (add one: gitmail remote add NAME URL)")
+    if box.exists():
+        here = machine.current(box)
+        _say(f"this machine: {here.name} ({here.id})")
+
+
+@remote_app.command("add")
+def remote_add(
+    name: Annotated[str, typer.Argument(help="A short name for it, such as origin.")],
+    url: Annotated[str, typer.Argument(help="Any URL git accepts: ssh, https, a path.")],
+    auto: Annotated[
+        bool, typer.Option("--auto", help="Sync in the background: at session start, after a send.")
+    ] = False,
+    interval: Annotated[
+        int, typer.Option("--interval", min=1, help="Seconds between automatic syncs at session start.")
+    ] = remotes.DEFAULT_INTERVAL,
+) -> None:
+    """Add a remote to sync with. Sync copies every message (subjects, bodies, repo and machine names) to it."""
+    added = remotes.add_remote(Store(), name=name, url=url, auto=auto, interval=interval)
+    _say(f"added remote {added.name!r} ({remotes.redact(added.url)})" + (" to sync automatically" if auto else ""))
+    _say(
+        "note: sync sends the contents of every message to this remote: anyone who can read it can read your "
+        "mail. Use a private repository. Run `gitmail sync` to sync now."
+    )
+
+
+@remote_app.command("set")
+def remote_set(
+    name: Annotated[str, typer.Argument(help="The remote's name.")],
+    auto: Annotated[
+        bool | None, typer.Option("--auto/--no-auto", help="Sync in the background, or only when asked.")
+    ] = None,
+    interval: Annotated[
+        int | None, typer.Option("--interval", min=1, help="Seconds between automatic syncs at session start.")
+    ] = None,
+) -> None:
+    """Change how a remote syncs."""
+    changed = remotes.change_remote(Store(), name, auto=auto, interval=interval)
+    how = (
+        f"automatically, every {changed.interval} s at session start and after a send" if changed.auto else "when asked"
+    )
+    _say(f"{changed.name!r} syncs {how}")
+
+
+@remote_app.command("remove")
+def remote_remove(name: Annotated[str, typer.Argument(help="The remote's name.")]) -> None:
+    """Stop syncing with a remote. Nothing on the remote or in this mailbox's mail is deleted."""
+    sync.remove_remote(Store(), name)
+    _say(f"removed remote {name!r}")
+
+
+@app.command("sync")
+def sync_command(
+    name: Annotated[str | None, typer.Argument(help="One remote (default: every remote).", show_default=False)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Say nothing unless something fails.")] = False,
+    auto: Annotated[
+        bool,
+        typer.Option(
+            "--auto", help="The remotes that sync automatically, as the background does; errors go to the log."
+        ),
+    ] = False,
+) -> None:
+    """Bring this mailbox and its remotes to the same state, both ways: mail sent or archived on any machine
+    reaches every other. Nothing is ever deleted; archived mail never comes back as pending."""
+    from gitmail import synccli
+
+    raise typer.Exit(synccli.run(name, quiet=quiet, auto=auto))
 
 
 @app.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

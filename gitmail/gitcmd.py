@@ -5,16 +5,22 @@ gitmail's git calls must do only what gitmail asks. A `reference-transaction` ho
 its config or a global `core.hooksPath`), an fsmonitor, a pager or a credential helper would run another
 program on every send; a stray GIT_DIR or GIT_OBJECT_DIRECTORY would point git at another repository. So git gets
 only the variables listed below, reads only the mailbox's own config, and runs no hook.
+
+The one exception is `run_network`, for the commands that talk to a sync remote (fetch, push, ls-remote): they need
+the user's own authentication, so they also get the user's git config and the variables listed in NETWORK_ENV —
+and still run no hook. Every local command stays on `run`.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from gitmail.errors import MailboxError
+
+TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from os import PathLike
 
 # The variables passed on to git, each for a reason. Everything else (every GIT_* variable among them) is dropped.
 KEPT_ENV = {
@@ -59,13 +65,15 @@ class GitFailed(MailboxError):
 
 
 def run(
-    git_dir: Path,
+    git_dir: str | PathLike[str],
     *args: str,
     stdin: bytes | None = None,
     env: Mapping[str, str] | None = None,
     pass_fds: Sequence[int] = (),
 ) -> bytes:
     """Run one git command on the mailbox; its standard output, or GitFailed."""
+    import subprocess  # here, not above: a quiet `gitmail sync` runs its one git command without it
+
     try:
         done = subprocess.run(
             ["git", "--git-dir", str(git_dir), *SAFE_CONFIG, *args],
@@ -83,6 +91,86 @@ def run(
         command = next((a for a in args if not a.startswith("-") and "=" not in a), "")
         raise GitFailed(command, done.returncode, done.stderr.decode(errors="replace"))
     return done.stdout
+
+
+# -- commands that talk to a remote ------------------------------------------------------------------------------
+
+# What a fetch or push needs from the user, each for a reason; added to KEPT_ENV. The user's system and global git
+# config are read too (credential helpers, `url.<base>.insteadOf`, `core.sshCommand`, proxies, certificates).
+NETWORK_ENV = {
+    "XDG_CONFIG_HOME": "git's global config may live there",
+    "GIT_CONFIG_GLOBAL": "the user's choice of global config file",
+    "GIT_CONFIG_SYSTEM": "the user's choice of system config file",
+    "GIT_CONFIG_NOSYSTEM": "the user's choice to skip the system config",
+    "SSH_AUTH_SOCK": "the ssh agent that holds the user's keys",
+    "GIT_SSH_COMMAND": "how the user runs ssh",
+    "GIT_SSH": "how the user runs ssh (older form)",
+    "GIT_SSH_VARIANT": "which ssh the user runs",
+    "GIT_ASKPASS": "the program that asks for a password",
+    "SSH_ASKPASS": "the program that asks for a key's passphrase",
+    "SSH_ASKPASS_REQUIRE": "when ssh uses that program",
+    "DISPLAY": "where a graphical password prompt appears",
+    "GIT_TERMINAL_PROMPT": "whether git may prompt on the terminal (background syncs have none)",
+    "http_proxy": "the user's proxy",
+    "https_proxy": "the user's proxy",
+    "HTTP_PROXY": "the user's proxy",
+    "HTTPS_PROXY": "the user's proxy",
+    "all_proxy": "the user's proxy",
+    "ALL_PROXY": "the user's proxy",
+    "no_proxy": "hosts reached without the proxy",
+    "NO_PROXY": "hosts reached without the proxy",
+    "GIT_SSL_CAINFO": "certificates the user trusts",
+    "GIT_SSL_CAPATH": "certificates the user trusts",
+    "SSL_CERT_FILE": "certificates the user trusts",
+    "SSL_CERT_DIR": "certificates the user trusts",
+    "CURL_CA_BUNDLE": "certificates the user trusts",
+    "KRB5CCNAME": "the user's Kerberos tickets",
+    "USER": "ssh and credential helpers may ask who the user is",
+    "LOGNAME": "ssh and credential helpers may ask who the user is",
+}
+NETWORK_FIXED_ENV = {
+    "GIT_NO_REPLACE_OBJECTS": "1",
+    "LC_ALL": "C",  # stable messages to parse
+}
+
+
+class NetworkResult:
+    """What a command that talked to a remote did."""
+
+    __slots__ = ("returncode", "stdout", "stderr")
+
+    def __init__(self, returncode: int, stdout: bytes, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def network_environment() -> dict[str, str]:
+    kept = {name: os.environ[name] for name in (*KEPT_ENV, *NETWORK_ENV) if name in os.environ}
+    return {**kept, **NETWORK_FIXED_ENV}
+
+
+def run_network(
+    git_dir: str | PathLike[str], *args: str, pass_fds: Sequence[int] = (), timeout: float | None = None
+) -> NetworkResult:
+    """Run one git command that talks to a remote, with the user's authentication and git config, and no hook.
+    Never raises for git's own failures: the caller reads the exit code and the messages."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "--git-dir", str(git_dir), *SAFE_CONFIG, *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=network_environment(),
+            pass_fds=pass_fds,
+            timeout=timeout,
+        )
+    except FileNotFoundError:
+        raise MailboxError("git was not found on PATH; gitmail syncs with it") from None
+    except subprocess.TimeoutExpired:
+        return NetworkResult(-1, b"", f"fatal: no answer within {timeout:g} seconds")
+    except OSError as error:
+        raise MailboxError(f"could not run git: {error.strerror or error}") from None
+    return NetworkResult(done.returncode, done.stdout, done.stderr.decode(errors="replace"))
 
 
 def parse_batch(out: bytes, count: int) -> list[bytes | None]:

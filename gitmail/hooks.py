@@ -96,6 +96,13 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     store = Store()
     if not store.exists():
         return Answer()
+    syncing = False
+    if moment is delivery.Moment.START:
+        from gitmail import sync
+
+        syncing = bool(sync.automatic(store))
+        if syncing:
+            sync.start_if_due(store)  # a background sync when one is due: spawned, never waited for
     session = payload.get("session_id")
     reader = delivery.Reader(
         repo=repo,
@@ -125,7 +132,7 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     if moment is delivery.Moment.START and reader.session and result.record is not None:
         from gitmail import startcache
 
-        if result.settled and event == "SessionStart":
+        if result.settled and event == "SessionStart" and not syncing:  # a kept answer would start no sync
             key = startcache.key(store.path, result.stamps, watch=watch)
             startcache.keep(store.path, host, repo, key=key, record=result.record, answer=reply.stdout)
         else:

@@ -37,6 +37,7 @@ from gitmail.layout import (
     state_prefix,
 )
 from gitmail.lock import Deadline, attempts
+from gitmail.machine import Here
 from gitmail.message import (
     BROADCAST,
     DOCUMENT_NAME,
@@ -256,7 +257,7 @@ def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: D
     receipted_places = places if store.flag("receipts") else []
     specs += [s for p in receipted_places for s in note_specs(RECEIPTS_NOTES, p.oid)]
     documents = store.read(specs)
-    entries, unreadable = _entries(places, documents[: len(places)])
+    entries, unreadable = _entries(places, documents[: len(places)], Here(store))
     notes = documents[len(places) : len(places) + 3 * len(broadcast_places)]
     seen = {p.oid: note_lines(notes[3 * i : 3 * i + 3]) for i, p in enumerate(broadcast_places)}
     receipt_notes = documents[len(places) + 3 * len(broadcast_places) :]
@@ -352,7 +353,7 @@ def claim(store: Store, *, repo: RepoName, path: str | os.PathLike[str], timeout
 def show(store: Store, message_id: str) -> Entry:
     """One message, by id or any unique prefix of it, with its receipts."""
     place = resolve(store, message_id)
-    entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]))
+    entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]), Here(store))
     if unreadable:
         raise _unreadable(place)
     return with_receipts(store, entries)[0]
@@ -447,7 +448,7 @@ def done(
             todo[place.id] = place
     if not todo:
         return DoneResult((), already, unshown)
-    entries = {e.message.id: e for e in _entries(list(todo.values()), _documents(store, todo.values()))[0]}
+    entries = {e.message.id: e for e in _entries(list(todo.values()), _documents(store, todo.values()), Here(store))[0]}
     archived: list[Entry] = []
     for attempt in attempts():
         with attempt, store.writing(actor=me) as writer:
@@ -579,7 +580,7 @@ def _recent(store: Store, me: RepoName | None, limit: int, sent: bool) -> tuple[
         homeless = [ref for line in mine if not set(_homes(line)) & set(targets) for ref in _homes(line)]
         targets |= store.written(homeless) if homeless else {}  # a ref whose commit is gone is read as unreadable
         places = latest([p for ref, oid in targets.items() if (p := locate(ref, oid))])
-        found, unreadable = _entries(places, _documents(store, places))
+        found, unreadable = _entries(places, _documents(store, places), Here(store))
         entries = _newest_first(found)
         if sent and me is not None:
             entries = [e for e in entries if e.message.sender == me]
@@ -614,16 +615,18 @@ def _thread(store: Store, place: Located) -> list[Entry]:
 
 def _from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> tuple[list[Entry], list[str]]:
     places = latest([p for oid, refs in rows for ref in refs if (p := locate(ref, oid))])
-    return _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]))
+    return _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]), Here(store))
 
 
-def _entries(places: Sequence[Located], documents: Sequence[bytes | None]) -> tuple[list[Entry], list[str]]:
+def _entries(places: Sequence[Located], documents: Sequence[bytes | None], here: Here) -> tuple[list[Entry], list[str]]:
     entries, unreadable = [], []
     for place, document in zip(places, documents, strict=True):
         try:
             if document is None:
                 raise BadDocument("missing document")
-            entries.append(Entry(parse(document), place.state, place.oid, place.recipient))
+            message = parse(document)
+            message = message._replace(machine=here.machine_of(message.id, message.machine))
+            entries.append(Entry(message, place.state, place.oid, place.recipient))
         except BadDocument:
             unreadable.append(place.id)
     return entries, unreadable

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
 from gitmail.identity import NOT_UTF8, UNSAFE_TEXT, RepoName, name_problem
+from gitmail.machine import Machine
 
 BROADCAST = "_broadcast"  # the `to` of a message for every repo; '_' names are reserved, so no repo has it
 MAX_BODY_BYTES = 64 * 1024
@@ -24,7 +25,7 @@ ID_LENGTH = 10  # 50 random bits: unique across machines for any plausible mailb
 ID_PATTERN = re.compile(f"[{ID_ALPHABET}]{{{ID_LENGTH}}}")
 DOCUMENT_NAME = "message.md"
 
-_FIELDS = ("id", "from", "to", "subject", "date", "reply-to")
+_FIELDS = ("id", "from", "to", "subject", "date", "reply-to", "machine")
 
 
 class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs the session-start hook 7 ms
@@ -35,6 +36,7 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
     body: str  # exactly as sent; may be empty
     date: datetime  # send time, timezone-aware
     reply_to: str | None = None  # id of the message this answers
+    machine: Machine | None = None  # where it was written; None: on this machine (see machine.py)
 
     @property
     def is_broadcast(self) -> bool:
@@ -50,6 +52,8 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
         }
         if self.reply_to:
             fields["reply-to"] = self.reply_to
+        if self.machine is not None:
+            fields["machine"] = self.machine.field()
         lines = [f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in fields.items()]
         return ("---\n" + "\n".join(lines) + "\n---\n" + self.body).encode()
 
@@ -58,6 +62,8 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
         trailers = [f"Message-Id: {self.id}", f"From: {self.sender}", f"To: {self.to}"]
         if self.reply_to:
             trailers.append(f"Reply-To: {self.reply_to}")
+        if self.machine is not None:
+            trailers.append(f"Machine: {self.machine.field()}")
         body = self.body.strip("\r\n")
         parts = [self.subject, body, "\n".join(trailers)] if body else [self.subject, "\n".join(trailers)]
         return "\n\n".join(parts) + "\n"
@@ -123,6 +129,7 @@ def parse(data: bytes) -> Message:
             body=body,
             date=date,
             reply_to=fields.get("reply-to") or None,
+            machine=Machine.parse(fields["machine"]) if "machine" in fields else None,
         )
     except (KeyError, ValueError) as error:
         raise BadDocument(f"message document lacks a valid field: {error}") from None

@@ -128,10 +128,12 @@ class Objects:
         when: datetime,
         text: str,
         fan_out: bool = False,
+        merged: str | None = None,
     ) -> str:
         """A notes commit on top of `parent` in which each annotated object id in `notes` gets the given note
         (replacing any old one). A note is rewritten where git's fan-out put it; a new one goes to the top of the
-        tree, or (`fan_out`, for notes that will number as many as the messages) under its first two digits."""
+        tree, or (`fan_out`, for notes that will number as many as the messages) under its first two digits.
+        With `merged`, the commit is a merge of that notes commit too (sync's union of two copies)."""
         import pygit2
         from pygit2.enums import FileMode
 
@@ -156,7 +158,8 @@ class Objects:
             for directory, builder in fanned.items():
                 top.insert(directory, builder.write(), FileMode.TREE)
             author = signature(who, when)
-            commit = self.repo.create_commit(None, author, author, text, top.write(), [parent] if parent else [])
+            parents = [p for p in (parent, merged) if p]
+            commit = self.repo.create_commit(None, author, author, text, top.write(), parents)
         return str(commit)
 
     def record(self, text: str, *, who: RepoName) -> str:
@@ -188,9 +191,10 @@ class Objects:
         return ""
 
     def author(self, oid: str) -> tuple[str, int]:
-        """A commit's author email and time."""
-        commit = self.repo[oid]
-        return commit.author.email, commit.author.time
+        """A commit's author email and time (Transient when a concurrent prune took it before its ref moved)."""
+        with self._failing_as_mailbox_errors():
+            commit = self.repo[oid]
+            return commit.author.email, commit.author.time
 
     def readable_notes(self, commit: str) -> bool:
         """Whether notes can be read from and built on this notes commit: it, its tree and the trees in that

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from gitmail.identity import UNSAFE_TEXT
+from gitmail.machine import Machine
 from gitmail.mailbox import Entry, Pending
 
 # Hosts cap injected text, each in its own unit: Claude Code at 10,000 UTF-16 code units (past it the whole text
@@ -174,7 +175,18 @@ def _head(
             f"run `{voice.command} inbox` to read them all."
         )
     lines += ["", _HEADER.format(command=voice.command), *_notes(mail, here, note, voice)]
+    elsewhere = sum(1 for e in [*directed, *broadcasts] if e.message.machine is not None)
+    if elsewhere:
+        lines += ["", _elsewhere_note(elsewhere, len(directed) + len(broadcasts))]
     return "\n".join(lines)
+
+
+def _elsewhere_note(number: int, total: int) -> str:
+    these = "this message" if total == 1 else f"{number} of these messages"
+    return (
+        f"Note: {these} came from another machine through sync; the header line names it. A repository name used "
+        "on this machine says nothing about who used it on another, so such senders are UNVERIFIED here."
+    )
 
 
 def _notes(mail: Pending, here: str | None, note: str | None, voice: Voice) -> list[str]:
@@ -216,7 +228,7 @@ def card(
     parts = [
         f"id {m.id}",
         kind,
-        f"from {quote(m.sender)} ({trust(m.sender, claims)})",
+        f"from {quote(m.sender)}{_machine(m.machine)} ({trust(m.sender, claims, m.machine)})",
         when(m.date),
         f"subject {quote(m.subject)}",
     ]
@@ -250,10 +262,19 @@ def visible(text: str) -> str:
     return UNSAFE_TEXT.sub(lambda m: m.group().encode("unicode_escape").decode(), text.replace("\t", "    "))
 
 
-def trust(sender: str, claims: Mapping[str, str]) -> str:
-    """PEER: a repository on this machine that still exists has used this name. Otherwise anyone could be it."""
+def trust(sender: str, claims: Mapping[str, str], machine: Machine | None = None) -> str:
+    """PEER: written on this machine, under a name that a repository here, which still exists, has used. Otherwise
+    anyone could be it (claims are this machine's own: they say nothing about another)."""
+    if machine is not None:
+        return "UNVERIFIED"
     path = claims.get(sender)
     return "PEER" if path and os.path.exists(os.path.join(path, ".git")) else "UNVERIFIED"
+
+
+def _machine(machine: Machine | None) -> str:
+    if machine is None:
+        return ""
+    return f" on machine {quote(machine.name)}" if machine.name else " on another machine"
 
 
 def when(date: datetime) -> str:
@@ -299,6 +320,7 @@ def as_json(entry: Entry) -> dict[str, Any]:
         "subject": m.subject,
         "date": m.date.isoformat(),
         "reply_to": m.reply_to,
+        "machine": m.machine._asdict() if m.machine is not None else None,  # None: this machine
         "body": m.body,
     }
 

@@ -413,17 +413,20 @@ class Writer:
         return self.objects.target(ref)
 
     def commit(self, message: Message, parents: Sequence[str] = ()) -> str:
-        """Write the message's blob, tree and commit (no ref yet: unreferenced objects are harmless garbage)."""
+        """Write the message's blob, tree and commit (no ref yet: unreferenced objects are harmless garbage).
+        The commit records the machine it was written on."""
+        from gitmail import machine
+
         self._wrote = True
-        return self.objects.commit(message, parents)
+        return self.objects.commit(message._replace(machine=machine.current(self.store)), parents)
 
     def apply(self, changes: Sequence[Change], reason: str) -> None:
         """Make every change or none. Each is checked against the value it expects (git update-ref refuses the
         transaction otherwise). The journal is written first: a change of several refs is replayed if this process
         dies, and the next writer knows which ref locks it may have left."""
+        arrivals = self._arrivals(changes)  # before the journal: a failure here leaves nothing to finish
         journal = lock.Journal(self.store.own_dir)
         journal.record(changes, durable=len(changes) > 1)
-        arrivals = self._arrivals(changes)
         try:
             _update_refs(self.store, changes, reason, self.actor, self.lock_fd, self.deadline, verify=True)
         finally:

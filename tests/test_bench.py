@@ -23,24 +23,32 @@ MOMENT_ROWS = {
     "moments: session start, mail unchanged",
     "moments: session start with new mail",
 }
+QUIET_SYNC_ROWS = {
+    f"{what}, nothing new ({how})" for what in ("git fetch", "gitmail sync") for how in ("git daemon", "path")
+}
+NEW_MAIL_SYNC_ROWS = {"gitmail sync pushing 10 new (git daemon)", "gitmail sync receiving 10 new (git daemon)"}
+ONE_REF_PER_MESSAGE = "git fetch, nothing new, one ref per message (git daemon)"
+WHOLE_MAILBOX = "gitmail sync pushing the whole mailbox (git daemon)"
 
 
 @pytest.mark.slow
 def test_quick_benchmark_reports_every_row() -> None:
     done = subprocess.run(
-        [sys.executable, "scripts/bench", "--quick", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "scripts/bench", "--quick", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
 
     report = json.loads(done.stdout)
     rows = report["rows"]
-    assert {row["name"] for row in rows} == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS
+    sync_rows = QUIET_SYNC_ROWS | NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE, WHOLE_MAILBOX}
+    assert {row["name"] for row in rows} == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | sync_rows
     assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
     sizes = report["settings"]["sizes"]
     assert sizes == [0, 1000]
     for name in ("inbox", "log -n 20", *HOOK_ROWS, "send", *MCP_ROWS, *VIEW_ROWS, *CONCURRENT_ROWS):
         assert sorted(row["archived"] for row in rows if row["name"] == name) == sizes, name
-    assert all(row["ratio"] > 0 for row in rows if row["archived"] is not None)
+    single_size = NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE}  # measured at the largest size only: no ratio
+    assert all(row["ratio"] > 0 for row in rows if row["archived"] is not None and row["name"] not in single_size)
 
     expected = report["settings"]["processes"] * report["settings"]["per_process"]
     concurrent = [row for row in rows if row["name"] in CONCURRENT_ROWS]
@@ -49,3 +57,12 @@ def test_quick_benchmark_reports_every_row() -> None:
     assert all(row["archived"] is None for row in moments.values())
     for name in MOMENT_ROWS - {"moments: python3 -c pass"}:
         assert "× python3 -c pass" in moments[name]["note"], name
+
+    for name in QUIET_SYNC_ROWS | {WHOLE_MAILBOX}:
+        assert sorted(row["archived"] for row in rows if row["name"] == name) == sizes, name
+    for name in NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE}:
+        assert [row["archived"] for row in rows if row["name"] == name] == [1000], name
+    wire = {(row["name"], row["archived"]): row["bytes"] for row in rows if row["bytes"] is not None}
+    assert all(wire[(name, 1000)] > 0 for name in NEW_MAIL_SYNC_ROWS)
+    # the state travels in a few refs: a quiet sync moves far fewer bytes than one ref per message would
+    assert wire[("gitmail sync, nothing new (git daemon)", 1000)] * 10 < wire[(ONE_REF_PER_MESSAGE, 1000)]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import mailbox
+from gitmail import machine, mailbox
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
 from gitmail.layout import SEEN_NOTES, State
 from gitmail.message import BROADCAST
@@ -172,7 +172,8 @@ def test_send_keeps_the_message_whole(box: Store) -> None:
 def test_commits_read_like_mail_in_plain_git_log(box: Store) -> None:
     entry = mailbox.send(box, sender="api", to="web", subject="Schema v2", body="Details.", when=at(0))
     out = git(box, "log", "--format=%an|%aI|%s%n%b", "--glob=gitmail/web")
-    trailers = f"Message-Id: {entry.message.id}\nFrom: api\nTo: web\n"
+    here = machine.current(box)
+    trailers = f"Message-Id: {entry.message.id}\nFrom: api\nTo: web\nMachine: {here.name} {here.id}\n"
     assert out == f"api|2026-11-29T09:30:00+00:00|Schema v2\nDetails.\n\n{trailers}\n"
 
 
