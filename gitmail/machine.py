@@ -71,15 +71,10 @@ def host_name() -> str:
 
 def configured_name(store: Store) -> str | None:
     """The name the environment or the mailbox setting gives, validated; None when neither does."""
-    from gitmail.gitcmd import GitFailed
-
     raw = os.environ.get(MACHINE_ENV)
     where = f"{MACHINE_ENV}"
     if not raw and store.exists():
-        try:
-            raw = store.git("config", "--get", SETTING).decode(errors="replace").strip()
-        except GitFailed:  # not set
-            raw = None
+        raw = store.setting(SETTING.split(".", 1)[1])  # read from the config file: no git process per message
         where = f"the mailbox setting {SETTING}"
     if not raw:
         return None
