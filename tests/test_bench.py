@@ -34,7 +34,11 @@ WHOLE_MAILBOX = "gitmail sync pushing the whole mailbox (git daemon)"
 @pytest.mark.slow
 def test_quick_benchmark_reports_every_row() -> None:
     done = subprocess.run(
-        [sys.executable, "scripts/bench", "--quick", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "scripts/bench", "--quick", "--runs", "2", "--sync-runs", "1", "--processes", "2", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
 
