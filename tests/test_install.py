@@ -14,7 +14,7 @@ from gitmail import codex_trust, jsonedit, mailbox
 from gitmail import install as installer
 from gitmail.install import MARK, hook_command
 from gitmail.store import Store
-from tests.conftest import CliRunner, RepoFactory
+from tests.conftest import REAL_HOME, CliRunner, RepoFactory
 
 REPO = Path(__file__).parent.parent
 CLAUDE_EVENTS = ["SessionStart", "PostToolBatch", "UserPromptSubmit", "Stop", "FileChanged", "SessionEnd"]
@@ -961,3 +961,47 @@ def test_a_trust_that_cannot_be_written_is_one_note_not_a_traceback(
     assert result.code == 0
     assert "gitmail: note: could not trust gitmail's hooks for Codex (" in result.err
     assert "Codex skips an untrusted hook without a word, in `codex exec` too: open /hooks in Codex" in result.err
+
+
+@pytest.mark.slow
+def test_a_plugin_only_user_can_answer_and_is_handed_broadcasts_once_the_plugin_has_set_itself_up(
+    home: Path, repos: RepoFactory, tmp_path: Path
+) -> None:
+    """No `pip install gitmail`: only Python and git. The plugin reads mail with what is there, the command the
+    mail names makes the plugin's own environment (from PyPI, once), and from then on it writes too."""
+    web = repos("web")
+    sent = mailbox.send(Store(), sender="api", to="web", subject="directed")
+    cast = mailbox.broadcast(Store(), sender="api", subject="for everyone")
+    bare = tmp_path / "bare-python"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)  # a Python with no pygit2
+    bin_dir = tmp_path / "only-python"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(bare / "bin" / "python3")
+    for tool in ("git", "sh", "dirname", "cat", "dd", "mkdir", "rmdir", "sleep"):
+        found = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
+        (bin_dir / tool).symlink_to(found)
+    venv = tmp_path / "plugin-venv"
+    env = {"HOME": str(home), "PATH": str(bin_dir), "CLAUDE_PLUGIN_ROOT": str(REPO), "GITMAIL_PLUGIN_VENV": str(venv)}
+    env |= {"GITMAIL_PLUGIN_SETUP": "off", "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
+    env |= {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "HTTP", "http"))}
+
+    def start(session: str) -> str:
+        payload = json.dumps({"session_id": session, "cwd": str(web), "hook_event_name": "SessionStart"})
+        done = subprocess.run(
+            [str(REPO / "hooks" / "run"), "session-start"], input=payload.encode(), capture_output=True, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        return str(json.loads(done.stdout)["hookSpecificOutput"].get("additionalContext", ""))  # "": nothing new
+
+    first = start("one")
+    assert "directed" in first and "for everyone" not in first  # read with what is there; nothing could be written
+    assert "1 new broadcast could not be handed over yet" in first
+    done_line = next(line for line in first.splitlines() if line.startswith("Done:  "))
+    command = done_line.removeprefix("Done:  ")
+    assert command == f"'{REPO}/hooks/gitmail' done {sent.message.id}"
+    archived = subprocess.run(["sh", "-c", command], cwd=web, capture_output=True, text=True, env=env, timeout=600)
+    assert archived.returncode == 0, archived.stderr  # the plugin made its environment, then archived
+    assert f"archived {sent.message.id}" in archived.stderr
+    second = start("two")
+    assert cast.message.id in second and sent.message.id not in second  # handed over now, and once
+    assert cast.message.id not in start("three")

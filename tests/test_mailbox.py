@@ -349,8 +349,17 @@ def test_known_names_are_those_that_read_or_received_mail(box: Store, tmp_path: 
     assert mailbox.known(box, RepoName("reader"))
 
 
-def test_broadcast_to_field_is_reserved_name(box: Store) -> None:
-    assert mailbox.broadcast(box, sender="api", subject="x").message.to == BROADCAST
+def test_the_broadcast_address_is_no_repo_anyone_can_send_to_or_read_as(box: Store) -> None:
+    cast = mailbox.broadcast(box, sender="api", subject="x")
+    assert cast.message.to == BROADCAST
+    for attempt in (
+        lambda: mailbox.send(box, sender="api", to=BROADCAST, subject="sneaking in"),
+        lambda: mailbox.send(box, sender=BROADCAST, to="web", subject="posing as everyone"),
+        lambda: mailbox.pending(box, repo=BROADCAST),
+    ):
+        with pytest.raises(UsageError, match="reserved"):
+            attempt()
+    assert [p.id for p in box.refs("refs/gitmail/")] == [cast.message.id]
 
 
 def test_the_readme_git_recipes_answer_what_they_claim(box: Store) -> None:

@@ -154,10 +154,24 @@ def test_git_environment_cannot_redirect_reads(box: Store, monkeypatch: pytest.M
 
 def test_racing_creators_end_with_one_mailbox(tmp_path: Path) -> None:
     path = tmp_path / "mail.git"
-    first, second = Store(path), Store(path)
-    first.create()
-    second.create()  # finds it made, does nothing
-    assert not list(tmp_path.glob(".mail.git.new-*"))
+    go = tmp_path / "go"
+    creator = (
+        "import os, sys, time\n"
+        "from gitmail.store import Store\n"
+        f"open({str(tmp_path)!r} + f'/ready-{{os.getpid()}}', 'w').close()\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.001)\n"
+        f"Store({str(path)!r}).create()\n"
+    )
+    racers = [subprocess.Popen([sys.executable, "-c", creator], stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    while len(list(tmp_path.glob("ready-*"))) < len(racers):  # every creator waits at the line
+        time.sleep(0.005)
+    go.touch()
+    for racer in racers:
+        assert racer.wait(timeout=60) == 0, racer.stderr.read() if racer.stderr else ""
+    assert Store(path).exists() and (path / "config").read_text().count("[gitmail]") == 1
+    assert not list(tmp_path.glob(".mail.git.new-*"))  # every loser's half-built copy is gone
+    entry = mailbox.send(Store(path), sender="api", to="web", subject="after the race")
+    assert [e.message.id for e in mailbox.pending(Store(path), repo="web").directed] == [entry.message.id]
 
 
 def test_seen_sets_are_found_and_extended_in_a_fanned_out_notes_tree(box: Store) -> None:
@@ -174,7 +188,6 @@ def test_seen_sets_are_found_and_extended_in_a_fanned_out_notes_tree(box: Store)
     ).stdout.strip()
     commit = subprocess.run([*git, "commit-tree", "-m", "fanned out", top], capture_output=True, text=True).stdout
     subprocess.run([*git, "update-ref", "refs/notes/gitmail-seen", commit.strip()], check=True)
-    assert "old" not in [e.message.id for e in mailbox.pending(box, repo="old").broadcasts]
     assert not mailbox.pending(box, repo="old").broadcasts  # found in the subtree: "old" was handed it
     assert [e.message.id for e in mailbox.inbox(box, repo="web").broadcasts] == [cast.message.id]
     shown = subprocess.run([*git, "notes", "--ref=gitmail-seen", "show", cast.oid], capture_output=True, text=True)
