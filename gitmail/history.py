@@ -80,13 +80,13 @@ def rebuild(mailbox: Path, lines: Sequence[Line]) -> None:
 
 
 def newest(mailbox: Path, names: Sequence[str], wanted: int) -> list[Line]:
-    """At least the `wanted` newest distinct messages of these files (fewer if there are no more), newest first."""
+    """The `wanted` newest distinct messages of these files (fewer if there are no more), newest first."""
     found: dict[str, Line] = {}
     for name in names:
         for line in _tail(directory(mailbox) / name, wanted):
             if line.id not in found or found[line.id].time < line.time:
                 found[line.id] = line
-    return sorted(found.values(), key=lambda line: (line.time, line.id), reverse=True)
+    return sorted(found.values(), key=lambda line: (line.time, line.id), reverse=True)[:wanted]
 
 
 def _tail(path: Path, wanted: int) -> list[Line]:
