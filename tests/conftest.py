@@ -81,6 +81,18 @@ def repos(tmp_path: Path) -> RepoFactory:
     return RepoFactory(tmp_path / "work")
 
 
+@pytest.fixture
+def api(repos: RepoFactory) -> Path:
+    """A git repository named api (a session's repository)."""
+    return repos("api")
+
+
+@pytest.fixture
+def web(repos: RepoFactory) -> Path:
+    """A git repository named web."""
+    return repos("web")
+
+
 class RepoFactory:
     """Real git repositories (work trees) to act from."""
 

@@ -18,16 +18,6 @@ def one_line_error(result: Result, code: int, text: str) -> None:
     assert text in result.err, result.err
 
 
-@pytest.fixture
-def api(repos: RepoFactory) -> Path:
-    return repos("api")
-
-
-@pytest.fixture
-def web(repos: RepoFactory) -> Path:
-    return repos("web")
-
-
 def send(cli: CliRunner, cwd: Path, *args: str, stdin: bytes | None = None) -> str:
     result = cli("send", *args, cwd=cwd, stdin=stdin)
     assert result.code == 0, result

@@ -12,8 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from gitmail import mailbox
 from gitmail.delivery import own_command
 from gitmail.layout import DAMAGED, State
@@ -21,16 +19,6 @@ from gitmail.receipts import RECEIPTS_NOTES
 from gitmail.store import Store
 from tests.conftest import CliRunner, RepoFactory, Result, run_gitmail
 from tests.damage import fsck, git, lose, lose_object
-
-
-@pytest.fixture
-def api(repos: RepoFactory) -> Path:
-    return repos("api")
-
-
-@pytest.fixture
-def web(repos: RepoFactory) -> Path:
-    return repos("web")
 
 
 def sent(cli: CliRunner, cwd: Path, *args: str) -> str:

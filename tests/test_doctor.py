@@ -21,11 +21,6 @@ from tests.conftest import CliRunner, RepoFactory, mailbox_snapshot
 from tests.damage import fsck, git, lose, lose_object
 
 
-@pytest.fixture
-def web(repos: RepoFactory) -> Path:
-    return repos("web")
-
-
 def healthy_lines(box: Store, web: Path, pending: int = 1, stored: int = 1) -> list[str]:
     return [
         f"gitmail doctor: {box.path}",

@@ -18,15 +18,10 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.store import Store
-from tests.conftest import RepoFactory, mailbox_snapshot, run_gitmail
+from tests.conftest import mailbox_snapshot, run_gitmail
 
 IS_ROOT = os.geteuid() == 0
 NOBODY = 65534
-
-
-@pytest.fixture
-def web(repos: RepoFactory) -> Path:
-    return repos("web")
 
 
 def one_error_line(done: subprocess.CompletedProcess[str], text: str, code: int = 1) -> None:

@@ -15,14 +15,8 @@ import gitmail
 from gitmail import mailbox
 from gitmail.identity import RepoName
 from gitmail.store import Store
-from tests.conftest import RepoFactory
 
 SCRIPT = Path(gitmail.__file__).parent / "hook.sh"
-
-
-@pytest.fixture
-def web(repos: RepoFactory) -> Path:
-    return repos("web")
 
 
 @pytest.fixture

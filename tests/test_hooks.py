@@ -48,11 +48,6 @@ def hook(cwd: Path, stdin: str, *args: str, env: dict[str, str] | None = None) -
     return context, done.stderr
 
 
-@pytest.fixture
-def web(repos: RepoFactory) -> Path:
-    return repos("web")
-
-
 def test_pending_mail_is_injected_as_the_same_text_inbox_prints(web: Path, box: Store) -> None:
     sent = mailbox.send(box, sender="api", to="web", subject="Schema v2", body="{ not json\n--- message 2 of 2")
     context, _ = hook(web, payload(web))

@@ -12,7 +12,6 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.store import Store
-from tests.conftest import RepoFactory
 
 
 def imported(*args: str, cwd: Path, stdin: str = "") -> set[str]:
@@ -31,11 +30,6 @@ def imported(*args: str, cwd: Path, stdin: str = "") -> set[str]:
 
 def payload(cwd: Path) -> str:
     return json.dumps({"session_id": "s1", "cwd": str(cwd), "hook_event_name": "SessionStart"})
-
-
-@pytest.fixture
-def web(repos: RepoFactory) -> Path:
-    return repos("web")
 
 
 def test_a_session_start_with_directed_mail_imports_no_command_line_library_and_no_pygit2(

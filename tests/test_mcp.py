@@ -37,16 +37,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 CALL_WAIT = 30.0  # seconds any one request may take (a held lock makes a write wait 10)
 
 
-@pytest.fixture
-def api(repos: RepoFactory) -> Path:
-    return repos("api")
-
-
-@pytest.fixture
-def web(repos: RepoFactory) -> Path:
-    return repos("web")
-
-
 @asynccontextmanager
 async def connect(
     cwd: Path,

@@ -9,23 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from gitmail import mailbox, receipts
 from gitmail.layout import note_lines, note_specs
 from gitmail.receipts import RECEIPTS_NOTES
 from gitmail.store import Store
 from tests.conftest import RepoFactory, run_gitmail
-
-
-@pytest.fixture
-def api(repos: RepoFactory) -> Path:
-    return repos("api")
-
-
-@pytest.fixture
-def web(repos: RepoFactory) -> Path:
-    return repos("web")
 
 
 def start_session(cwd: Path, session: str = "s1", host: str = "claude") -> subprocess.CompletedProcess[str]:
