@@ -19,8 +19,9 @@ from gitmail.errors import MailboxError
 
 TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
     from os import PathLike
+    from typing import Any
 
 # The variables passed on to git, each for a reason. Everything else (every GIT_* variable among them) is dropped.
 KEPT_ENV = {
@@ -188,3 +189,109 @@ def parse_batch(out: bytes, count: int) -> list[bytes | None]:
         else:  # "<spec> missing" or "<spec> ambiguous"
             results.append(None)
     return results
+
+
+# -- a reader kept running ---------------------------------------------------------------------------------------
+
+BATCH_CHUNK = 16_384  # bytes of requests written before their answers are read: well under a pipe's buffer, so
+# neither side can block the other
+
+
+class BatchReader:
+    """One `git cat-file --batch` kept running for a long-lived process (the MCP server), so that each read costs a
+    round trip through a pipe instead of a git process. It sees what the mailbox holds when it is asked: a ref in a
+    request is resolved then, and git looks for new packs when an object is not where it last looked. Thread-safe;
+    a git that died is started again once per read."""
+
+    def __init__(self, git_dir: str | PathLike[str]) -> None:
+        import threading
+
+        self.git_dir = str(git_dir)
+        self._lock = threading.Lock()
+        self._process: Any = None
+
+    def read(self, specs: Sequence[str]) -> list[bytes | None]:
+        """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing."""
+        if any("\n" in spec for spec in specs):
+            raise ValueError("a cat-file request cannot hold a newline")
+        with self._lock:
+            try:
+                return self._read(specs)
+            except (OSError, ValueError, EOFError):  # the git behind it is gone: once more with a new one
+                self._stop()
+            try:
+                return self._read(specs)
+            except (OSError, ValueError, EOFError) as error:
+                self._stop()
+                raise MailboxError(f"could not read the mailbox with git cat-file: {error}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _read(self, specs: Sequence[str]) -> list[bytes | None]:
+        process = self._running()
+        results: list[bytes | None] = []
+        for chunk in _chunks(specs):
+            process.stdin.write("".join(spec + "\n" for spec in chunk).encode())
+            process.stdin.flush()
+            results += [_answer(process.stdout) for _ in chunk]
+        return results
+
+    def _running(self) -> Any:
+        if self._process is None or self._process.poll() is not None:
+            import subprocess
+
+            self._stop()
+            try:
+                self._process = subprocess.Popen(
+                    ["git", "--git-dir", self.git_dir, *SAFE_CONFIG, "cat-file", "--batch"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    cwd=self.git_dir,
+                    env=environment(),
+                )
+            except FileNotFoundError:
+                raise MailboxError("git was not found on PATH; gitmail reads the mailbox with it") from None
+        return self._process
+
+    def _stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        for stream in (process.stdin, process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            process.kill()
+            process.wait()
+        except OSError:
+            pass
+
+
+def _chunks(specs: Sequence[str]) -> Iterator[Sequence[str]]:
+    start, size = 0, 0
+    for end, spec in enumerate(specs):
+        if size and size + len(spec) + 1 > BATCH_CHUNK:
+            yield specs[start:end]
+            start, size = end, 0
+        size += len(spec) + 1
+    if start < len(specs):
+        yield specs[start:]
+
+
+def _answer(stdout: Any) -> bytes | None:
+    header = stdout.readline()
+    if not header.endswith(b"\n"):
+        raise EOFError("git cat-file stopped answering")
+    fields = header.split()
+    if len(fields) != 3 or not fields[2].isdigit():  # "<spec> missing" or "<spec> ambiguous"
+        return None
+    size = int(fields[2])
+    data = stdout.read(size + 1)
+    if len(data) != size + 1:
+        raise EOFError("git cat-file stopped answering")
+    return bytes(data[:size])

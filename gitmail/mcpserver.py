@@ -496,7 +496,12 @@ class Mailroom:
     def store(self) -> Store:
         if self._store is None:
             self._store = Store()
+            self._store.keep_reading()  # one git cat-file for the server's life, not one per call
         return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
 
     # tools
 
@@ -689,6 +694,7 @@ async def serve() -> None:
         async with stdio_server() as (read, write):
             await app.run(read, write, app.create_initialization_options())
         room.stop_watching()  # the client has gone
+        room.close()
         tasks.cancel_scope.cancel()
 
 

@@ -57,6 +57,7 @@ class Store:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self._checked = False
         self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
+        self._reader: gitcmd.BatchReader | None = None  # a cat-file kept running, for long-lived processes
 
     # -- existence and health ---------------------------------------------------------------------------------
 
@@ -213,8 +214,21 @@ class Store:
         """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing."""
         if not specs:
             return []
+        if self._reader is not None:
+            return self._reader.read(specs)
         out = self.git("cat-file", "--batch", "--buffer", stdin="".join(s + "\n" for s in specs).encode())
         return gitcmd.parse_batch(out, len(specs))
+
+    def keep_reading(self) -> None:
+        """For a process that reads this mailbox many times (the MCP server): keep one `git cat-file` running for
+        `read` instead of starting one per read. `close` stops it."""
+        if self._reader is None:
+            self._reader = gitcmd.BatchReader(self.path)
+
+    def close(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
 
     def targets(self, refs: Sequence[str]) -> dict[str, str]:
         """What each of these refs points at, for those that exist and point at an object the mailbox has."""

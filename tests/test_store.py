@@ -207,3 +207,85 @@ def test_every_ref_write_is_checked_against_what_it_expects(box: Store) -> None:
             writer.apply([Change(f"{ROOT}web/inbox/{entry.message.id}", None, "0" * 39 + "1")], "wrong old value")
     assert [e.message.id for e in mailbox.pending(box, repo="web").directed] == [entry.message.id]
     assert not (box.own_dir / "journal").exists()
+
+
+# -- the cat-file kept running (long-lived processes) -----------------------------------------------------------
+
+
+def _reading(box: Store) -> Store:
+    kept = Store(box.path)
+    kept.keep_reading()
+    return kept
+
+
+def test_a_kept_reader_answers_as_one_git_per_read_does(box: Store) -> None:
+    sent = [mailbox.send(box, sender="api", to="web", subject=f"s{i}", body="x" * 30_000 * i) for i in range(3)]
+    specs = [f"refs/gitmail/web/inbox/{m.message.id}:message.md" for m in sent]
+    specs += ["refs/gitmail/web/inbox/0000000000:message.md", "refs/gitmail/nothing", "0" * 40]
+    specs *= 400  # more requests than one chunk, and answers larger than a pipe holds
+    kept = _reading(box)
+    try:
+        assert kept.read(specs) == box.read(specs)
+        assert kept.read(specs[:4])[3] is None and kept.read(specs[:1])[0] is not None
+    finally:
+        kept.close()
+
+
+def test_a_kept_reader_sees_what_was_written_and_packed_after_it_started(box: Store) -> None:
+    first = mailbox.send(box, sender="api", to="web", subject="before")
+    kept = _reading(box)
+    try:
+        assert kept.read([f"refs/gitmail/web/inbox/{first.message.id}:message.md"])[0]
+        later = mailbox.send(box, sender="api", to="web", subject="after")
+        spec = f"refs/gitmail/web/inbox/{later.message.id}:message.md"
+        assert b"after" in (kept.read([spec])[0] or b"")
+        # A user's maintenance moves every object into a new pack and deletes the old files.
+        subprocess.run(["git", "--git-dir", str(box.path), "gc", "--prune=now", "-q"], check=True)
+        subprocess.run(["git", "--git-dir", str(box.path), "repack", "-adf", "-q"], check=True)
+        mailbox.done(box, repo="web", ids=[first.message.id])
+        assert kept.read([f"refs/gitmail/web/inbox/{first.message.id}:message.md"]) == [None]
+        assert kept.read([f"refs/gitmail/web/archive/{first.message.id}:message.md", spec])[0]
+        assert [e.message.subject for e in mailbox.inbox(kept, repo="web", peek=True).directed] == ["after"]
+    finally:
+        kept.close()
+
+
+def test_a_kept_reader_whose_git_was_killed_starts_another(box: Store) -> None:
+    sent = mailbox.send(box, sender="api", to="web", subject="hello")
+    spec = f"refs/gitmail/web/inbox/{sent.message.id}:message.md"
+    kept = _reading(box)
+    try:
+        expected = kept.read([spec])
+        assert kept._reader is not None
+        process = kept._reader._process
+        process.kill()
+        process.wait()
+        assert kept.read([spec]) == expected
+        assert kept._reader._process is not process
+    finally:
+        kept.close()
+    assert process.poll() is not None and kept._reader is None
+
+
+def test_a_kept_reader_serves_threads_at_once(box: Store) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    sent = [mailbox.send(box, sender="api", to="web", subject=f"s{i}") for i in range(8)]
+    specs = [f"refs/gitmail/web/inbox/{m.message.id}:message.md" for m in sent]
+    kept = _reading(box)
+    try:
+        expected = box.read(specs)
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda turn: kept.read(specs[turn % 8 :] + specs[: turn % 8]), range(200)))
+        assert all(a == expected[t % 8 :] + expected[: t % 8] for t, a in enumerate(answers))
+    finally:
+        kept.close()
+
+
+def test_a_kept_reader_refuses_a_request_that_would_break_its_protocol(box: Store) -> None:
+    kept = _reading(box)
+    try:
+        with pytest.raises(ValueError):
+            kept.read(["HEAD\nrefs/gitmail/x"])
+    finally:
+        kept.close()
