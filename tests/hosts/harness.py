@@ -317,9 +317,10 @@ class Host:
 
 
 class Session:
-    """A host session that stays open across prompts."""
+    """A host session that stays open across prompts: a host process reading JSON lines on its standard input."""
 
     session_id = ""
+    process: subprocess.Popen[str]
 
     def prompt(self, text: str) -> Turn:
         raise NotImplementedError
@@ -327,8 +328,20 @@ class Session:
     def compact(self) -> None:
         raise NotImplementedError
 
+    def _write(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
     def close(self) -> None:
-        raise NotImplementedError
+        """End of input: the host finishes and exits (killed after 30 s)."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
     def __enter__(self) -> Session:
         return self
@@ -483,19 +496,7 @@ class ClaudeSession(Session):
         return Turn(result["session_id"], self.host._new_requests(since), "".join(self.out.seen))
 
     def _send(self, text: str) -> None:
-        assert self.process.stdin is not None
-        message = {"type": "user", "message": {"role": "user", "content": text}}
-        self.process.stdin.write(json.dumps(message) + "\n")
-        self.process.stdin.flush()
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        self._write({"type": "user", "message": {"role": "user", "content": text}})
 
 
 # -- Codex ----------------------------------------------------------------------------------------------------------
@@ -637,12 +638,12 @@ class CodexSession(Session):
         self.out = Lines(self.process)
         self.ids = iter(range(1, 1_000_000))
         self.request("initialize", {"clientInfo": {"name": "gitmail-tests", "version": "0"}})
-        self._send({"method": "initialized"})
+        self._write({"method": "initialized"})
         self.session_id = self.request("thread/start", {"cwd": str(cwd)})["thread"]["id"]
 
     def request(self, method: str, params: dict[str, Any]) -> Any:
         number = next(self.ids)
-        self._send({"id": number, "method": method, "params": params})
+        self._write({"id": number, "method": method, "params": params})
         answer = self.out.until(lambda m: m.get("id") == number and "method" not in m)
         assert "error" not in answer, answer
         return answer["result"]
@@ -657,20 +658,6 @@ class CodexSession(Session):
     def compact(self) -> None:
         self.request("thread/compact/start", {"threadId": self.session_id})
         self.out.until(lambda m: m.get("method") == "turn/completed")
-
-    def _send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message) + "\n")
-        self.process.stdin.flush()
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 HOSTS: dict[str, type[Host]] = {"claude": ClaudeCode, "claude-plugin": ClaudeCodePlugin, "codex": Codex}
