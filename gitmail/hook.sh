@@ -104,8 +104,12 @@ if [ -n "$ref" ]; then
         [ -n "$watch" ] && flag=watch
         if [ "$key" = "$ref:$mine:$everyone:$claims:${GITMAIL_WAKE:-}:$flag:${PATH:-}" ] &&
             read -r record 2>/dev/null <"$kept.record"; then
-            printf '%s\n' "$record" >"$mailbox/gitmail/sessions/$host-$session.json" &&
-                printf '%s\n' "$ref:$mine:$everyone" >"$mailbox/gitmail/sessions/$host-$session.stamps" &&
+            shown=$mailbox/gitmail/sessions/$host-$session
+            # With a remote that syncs by itself, the kept answer holds until a sync is due: until the time that
+            # $kept.due was stamped with, which the record just written is older than.
+            printf '%s\n' "$record" >"$shown.json" &&
+                printf '%s\n' "$ref:$mine:$everyone" >"$shown.stamps" &&
+                { [ ! -e "$kept.due" ] || [ "$kept.due" -nt "$shown.json" ]; } &&
                 { [ ! -s "$kept.out" ] || cat "$kept.out"; } && exit 0
         fi
     else

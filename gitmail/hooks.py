@@ -96,13 +96,14 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     store = Store()
     if not store.exists():
         return Answer()
-    syncing = False
+    due = None  # with automatic remotes: when a session start must next start a sync
     if moment is delivery.Moment.START:
         from gitmail import sync
 
-        syncing = bool(sync.automatic(store))
-        if syncing:
+        auto = sync.automatic(store)
+        if auto:
             sync.start_if_due(store)  # a background sync when one is due: spawned, never waited for
+            due = sync.next_due(store, auto)
     session = payload.get("session_id")
     reader = delivery.Reader(
         repo=repo,
@@ -132,9 +133,9 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     if moment is delivery.Moment.START and reader.session and result.record is not None:
         from gitmail import startcache
 
-        if result.settled and event == "SessionStart" and not syncing:  # a kept answer would start no sync
+        if result.settled and event == "SessionStart":
             key = startcache.key(store.path, result.stamps, watch=watch)
-            startcache.keep(store.path, host, repo, key=key, record=result.record, answer=reply.stdout)
+            startcache.keep(store.path, host, repo, key=key, record=result.record, answer=reply.stdout, due=due)
         else:
             startcache.forget(store.path, host, repo)
     return reply

@@ -123,8 +123,7 @@ def run(store: Store) -> bool:
         _rename_stamps(store.path)
         _normalise_claims(store)
         history.forget(store.path)  # its lines name repos as refs were spelled: rebuilt from the refs as now
-        for kept in (store.own_dir / startcache.DIRECTORY).glob("*.key"):
-            kept.unlink()
+        startcache.forget_all(store.path)
         writer.objects.repo.config[VERSION_KEY] = str(VERSION)
         if direct or waiting:
             _pack_refs(writer)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
-from gitmail import gitcmd
+from gitmail import gitcmd, startcache
 from gitmail.errors import GitmailError, UsageError
 
 if TYPE_CHECKING:
@@ -156,8 +156,10 @@ def _configure(store: Store, name: str, *, url: str | None = None, auto: bool, i
     for variable, value in settings.items():
         if value is not None:
             store.git("config", f"{SETTINGS}.{name}.{variable}", value)
+    startcache.forget_all(store.path)  # a session start may have a sync to start now
 
 
 def forget(store: Store, name: str) -> None:
     """Remove a remote's settings (sync.remove_remote also forgets what this mailbox knew of it)."""
     store.git("config", "--remove-section", f"{SETTINGS}.{name}")
+    startcache.forget_all(store.path)

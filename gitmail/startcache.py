@@ -38,12 +38,23 @@ def keep(
     key: str,
     record: dict[str, Any],
     answer: dict[str, Any] | None,
+    due: float | None = None,
 ) -> None:
-    """Keep a settled session start's answer. The key goes last, so a reader that finds it finds the rest."""
+    """Keep a settled session start's answer. The key goes last, so a reader that finds it finds the rest. With
+    `due` (a remote syncs automatically), the answer is kept only until then: a `.due` file whose modification
+    time is that moment, which hook.sh compares with the session record it has just written (`-nt`), and once it
+    has passed Python answers again and starts the background sync."""
     folder = mailbox / OWN_DIR / DIRECTORY
     base = folder / f"{host}-{repo.ref}"
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
+        base.with_suffix(".key").unlink(missing_ok=True)  # no reader pairs the old key with the new files
+        deadline = base.with_suffix(".due")
+        if due is None:
+            deadline.unlink(missing_ok=True)
+        else:
+            write_atomically(deadline, b"", durable=False)
+            os.utime(deadline, (due, due))
         write_atomically(
             base.with_suffix(".out"),
             (json.dumps(answer, ensure_ascii=False) + "\n" if answer else "").encode(),
@@ -55,6 +66,13 @@ def keep(
         write_atomically(base.with_suffix(".key"), (key + "\n").encode(), durable=False)
     except Exception:  # a cache that cannot be written costs only speed
         return
+
+
+def forget_all(mailbox: Path) -> None:
+    """No session start is answered from what was kept (what one must do changed: a remote was added, changed or
+    removed)."""
+    for kept in (mailbox / OWN_DIR / DIRECTORY).glob("*.key"):
+        kept.unlink(missing_ok=True)
 
 
 def forget(mailbox: Path, host: str, repo: RepoName) -> None:

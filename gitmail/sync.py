@@ -451,6 +451,16 @@ def automatic(store: Store) -> list[Remote]:
     return [r for r in remotes(store) if r.auto]
 
 
+def next_due(store: Store, auto: Sequence[Remote]) -> float:
+    """When a session start must next start a background sync of these automatic remotes (a time.time() value;
+    0 when one is due now)."""
+    try:
+        last = (store.own_dir / "sync" / "last-attempt").stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+    return last + min(r.interval for r in auto) if auto else 0.0
+
+
 def _since_last_attempt(store: Store) -> float:
     try:
         return time.time() - (store.own_dir / "sync" / "last-attempt").stat().st_mtime

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,61 @@ def test_a_start_that_hands_over_a_broadcast_is_not_kept(web: Path, box: Store, 
     hook("session-start", web, session="two", python=no_python)
     assert no_python.started()
     assert cast.message.id not in hook("session-start", web, session="three")  # handed over once
+
+
+def synced(box: Store) -> None:
+    """Wait until the background sync a session start began has finished (its lock is free and it succeeded)."""
+    import fcntl
+
+    from gitmail import synccheck
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if synccheck.Record.load(box.path, "origin").last_success is not None:
+            fd = os.open(box.own_dir / "sync" / "lock", os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            finally:
+                os.close(fd)
+        time.sleep(0.05)
+    raise AssertionError("the background sync did not finish")
+
+
+def test_with_a_remote_that_syncs_by_itself_a_kept_start_holds_until_a_sync_is_due(
+    web: Path, box: Store, no_python: Recorder, tmp_path: Path
+) -> None:
+    from gitmail import remotes
+
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    sent = mailbox.send(box, sender="api", to="web", subject="hello")
+    first = hook("session-start", web, session="one")
+    hook("session-start", web, session="two", python=no_python)
+    assert not no_python.started()
+    remotes.add_remote(box, name="origin", url=str(remote), auto=True, interval=3600)
+    hook("session-start", web, session="three", python=no_python)
+    assert no_python.started()  # a remote was added: a session start may have a sync to start
+    assert hook("session-start", web, session="four") == first  # Python: starts the due sync, keeps the answer
+    synced(box)
+    attempt = box.own_dir / "sync" / "last-attempt"
+    started = attempt.stat().st_mtime
+    assert hook("session-start", web, session="five", python=no_python) == first and not no_python.started()
+    os.utime(attempt, (started - 3601, started - 3601))  # an hour later, as far as the sync is concerned
+    assert time.time() + 3500 < (box.own_dir / "cache" / "claude-web.due").stat().st_mtime <= started + 3600
+    os.utime(box.own_dir / "cache" / "claude-web.due", (started - 1, started - 1))
+    hook("session-start", web, session="six", python=no_python)
+    assert no_python.started()  # the sync is due: Python starts it
+    assert sent.message.id in hook("session-start", web, session="seven")
+    synced(box)
+    assert attempt.stat().st_mtime > started - 3601  # and it did
+    remotes.change_remote(box, "origin", auto=False)
+    hook("session-start", web, session="eight")
+    assert not (box.own_dir / "cache" / "claude-web.due").exists()
+    hook("session-start", web, session="nine", python=no_python)
+    assert not no_python.started()
 
 
 def test_a_repository_with_no_mail_starts_without_python_after_the_first_start(
