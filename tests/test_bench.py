@@ -22,6 +22,7 @@ MOMENT_ROWS = {
     "moments: tool call with new mail",
     "moments: session start, mail unchanged",
     "moments: session start with new mail",
+    "moments: session start, mail unchanged, a remote syncing by itself",
 }
 QUIET_SYNC_ROWS = {
     f"{what}, nothing new ({how})" for what in ("git fetch", "gitmail sync") for how in ("git daemon", "path")
