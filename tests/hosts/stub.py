@@ -107,12 +107,23 @@ class Call:
     declares inside a namespace of the server's and Claude Code by that very name."""
 
     tool: str
-    arguments: dict[str, Any]
+    arguments: dict[str, Any] | Callable[[Request], dict[str, Any]]  # or made from the request (a tool's result)
     then: str | Step = "done"
 
 
 Step = Answer | Shell | Call
 ToolCall = tuple[str, dict[str, Any]]  # a tool's name and its arguments
+Then = str | Callable[[Request], str] | Step
+
+
+@dataclass
+class Lane:
+    """Steps for the conversations `picks` chooses (None: every other), with the step each awaits after a tool call
+    of its own: a subagent's conversation and its parent's go on side by side, each taking its own steps."""
+
+    picks: Callable[[Request], bool] | None
+    steps: deque[Step] = field(default_factory=deque)
+    pending: Then | None = None
 
 
 @dataclass
@@ -121,12 +132,11 @@ class Stub:
 
     requests: list[Request] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # every attempt to go anywhere but the stub
-    steps: deque[Step] = field(default_factory=deque)
+    lanes: list[Lane] = field(default_factory=lambda: [Lane(None)])  # the main lane last
     commands: list[str] = field(default_factory=list)  # shell commands the stub asked a host to run
     port: int = 0
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _arrived: threading.Condition = field(init=False)
-    _pending_then: str | Callable[[Request], str] | Step | None = None
     _ids: Iterator[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
@@ -136,12 +146,17 @@ class Stub:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def script(self, *steps: Step) -> None:
+    def script(self, *steps: Step, picks: Callable[[Request], bool] | None = None) -> None:
         """Queue answers for the host's next model turns. Each request that offers the shell tool (the host's
         main conversation, Claude Code's compaction summary included) takes the next step; side requests and an
-        empty queue get "ok"."""
+        empty queue get "ok". With `picks`, the steps are for the requests it picks (a subagent's), in a lane of
+        their own."""
         with self._lock:
-            self.steps.extend(steps)
+            lane = next((lane for lane in self.lanes if lane.picks is picks), None)
+            if lane is None:
+                lane = Lane(picks)
+                self.lanes.insert(0, lane)
+            lane.steps.extend(steps)
 
     def decide(self, request: Request) -> tuple[str, ToolCall | None]:
         """(text, tool call or None) for this request."""
@@ -149,19 +164,21 @@ class Stub:
             self.record(request)
             if request.shell_tool is None:
                 return "ok", None
+            lane = next(lane for lane in self.lanes if lane.picks is None or lane.picks(request))
             step: Step
-            if request.after_tool_call and self._pending_then is not None:
-                then, self._pending_then = self._pending_then, None
+            if request.after_tool_call and lane.pending is not None:
+                then, lane.pending = lane.pending, None
                 if not isinstance(then, Answer | Shell | Call):
                     return (then(request) if callable(then) else then), None
                 step = then
             else:
-                step = self.steps.popleft() if self.steps else Answer()
+                step = lane.steps.popleft() if lane.steps else Answer()
             if isinstance(step, Answer):
                 return (step.text(request) if callable(step.text) else step.text), None
-            self._pending_then = step.then
+            lane.pending = step.then
             if isinstance(step, Call):
-                return "", (step.tool, step.arguments)
+                arguments = step.arguments(request) if callable(step.arguments) else step.arguments
+                return "", (step.tool, arguments)
             command = step.command(request) if callable(step.command) else step.command
             self.commands.append(command)
             tool = request.shell_tool

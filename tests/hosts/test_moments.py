@@ -7,19 +7,22 @@ repository when the model "decides" on a tool call or a final answer, so the mai
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from gitmail import mailbox
 from gitmail.store import Store
-from tests.hosts.harness import ClaudeCode, ClaudeSession, Host, World
+from tests.hosts.harness import ClaudeCode, ClaudeSession, Codex, Host, World
 from tests.hosts.stub import Answer, Call, Request, Shell
 
 pytestmark = pytest.mark.hosts
 
+WAIT = "multi_agent_v1__wait_agent"  # Codex's tool for waiting on a subagent, in the namespace it declares it in
 WAKE_WITHIN = 2.0  # seconds from a send to the woken session's first model request
 
 
@@ -92,6 +95,31 @@ def test_a_subagents_tool_calls_get_nothing(world: World) -> None:
     assert len(subagent) == 2 and len(main) == 2, (len(subagent), len(main))
     assert all("For the main session" not in r.text() for r in subagent)
     assert host_context(claude, main[1]) == claude.expected(web, "tool")  # at its own next tool call: the subagent's
+
+
+def test_a_codex_subagents_tool_calls_get_nothing(world: World) -> None:
+    web = world.repo("web")
+    codex = Codex(world)
+    codex.install()
+
+    def subagents(request: Request) -> bool:  # the conversation whose user asked for the list: the subagent's
+        users = [item for item in request.body.get("input") or [] if item.get("role") == "user"]
+        return any("List the files." in str(item.get("content")) for item in users)
+
+    def waiting(request: Request) -> dict[str, Any]:  # for the agent spawn_agent answered with
+        return {"targets": [json.loads(request.tool_result)["agent_id"]], "timeout_ms": 60_000}
+
+    world.stub.script(  # the main session starts a subagent and waits for it…
+        Call("multi_agent_v1__spawn_agent", {"message": "List the files."}, then=Call(WAIT, waiting, then="Done."))
+    )
+    world.stub.script(Shell(sending("For the main session", then="ls"), then="Nothing here."), picks=subagents)
+    turn = codex.run(web, "Delegate a look around.")  # …whose tool call sees mail come
+    subagent = [r for r in world.stub.requests if r.shell_tool and subagents(r)]
+    main = [r for r in turn.requests if r not in subagent]
+    assert len(subagent) == 2 and len(main) == 3, (len(subagent), len(main))
+    assert all("For the main session" not in r.text() for r in subagent)
+    assert host_context(codex, main[1]) is None  # spawning came before the mail
+    assert host_context(codex, main[2]) == codex.expected(web, "tool")  # at its own next tool call: the wait
 
 
 def host_context(host: Host, request: Request) -> str | None:
