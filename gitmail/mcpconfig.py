@@ -91,15 +91,7 @@ def _claude(path: Path, install: bool, entry: dict[str, Any]) -> Change | None:
     if before is None and not install:
         return None
     data = _load_json(path, before)
-    servers = data.get("mcpServers", {})
-    if not isinstance(servers, dict):
-        raise GitmailError(f"{path}: 'mcpServers' is not an object; fix it or move the file away")
-    current = servers.get(NAME)
-    if current is not None and not is_ours(current):
-        raise GitmailError(
-            f"{path} already has an MCP server named {NAME!r} that does not run `gitmail mcp`; "
-            "rename or remove it first — nothing was changed"
-        )
+    current = _ours(path, data.get("mcpServers", {}), "'mcpServers' is not an object", f"an MCP server named {NAME!r}")
     if (current == entry) if install else (current is None):
         return Change(path, before, before) if before is not None else None
     text = before if before and before.strip() else "{}\n"
@@ -115,6 +107,20 @@ def _claude(path: Path, install: bool, entry: dict[str, Any]) -> Change | None:
     if _without_empty(json.loads(after), "mcpServers") != _without_empty(wanted, "mcpServers"):
         raise GitmailError(f"{path}: could not edit it safely; change gitmail's MCP server entry by hand")
     return Change(path, before, after)
+
+
+def _ours(path: Path, servers: object, not_servers: str, named: str) -> Any:
+    """gitmail's entry among a host's MCP servers (None when it has none); refuses a file whose servers are not a
+    table of them, or whose server of gitmail's name runs something else."""
+    if not isinstance(servers, dict):
+        raise GitmailError(f"{path}: {not_servers}; fix it or move the file away")
+    current = servers.get(NAME)
+    if current is not None and not is_ours(current):
+        raise GitmailError(
+            f"{path} already has {named} that does not run `gitmail mcp`; "
+            "rename or remove it first — nothing was changed"
+        )
+    return current
 
 
 def _without_empty(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -167,15 +173,7 @@ def _codex(path: Path, install: bool, entry: dict[str, Any]) -> Change | None:
         raise GitmailError(
             f"{path} is not valid TOML ({error}); fix it or move it away — nothing was changed"
         ) from None
-    servers = parsed.get("mcp_servers", {})
-    if not isinstance(servers, dict):
-        raise GitmailError(f"{path}: 'mcp_servers' is not a table; fix it or move the file away")
-    current = servers.get(NAME)
-    if current is not None and not is_ours(current):
-        raise GitmailError(
-            f"{path} already has [mcp_servers.{NAME}] that does not run `gitmail mcp`; "
-            "rename or remove it first — nothing was changed"
-        )
+    current = _ours(path, parsed.get("mcp_servers", {}), "'mcp_servers' is not a table", f"[mcp_servers.{NAME}]")
     if (current == entry) if install else (current is None):
         return Change(path, before, before) if before is not None else None
     wanted = json.loads(json.dumps(parsed, default=str))
