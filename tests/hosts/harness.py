@@ -287,6 +287,20 @@ class Host:
     def session(self, cwd: Path, **env: str) -> Session:
         raise NotImplementedError
 
+    def _turn(self, argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+        """One non-interactive run of the host, which must succeed."""
+        done = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=self.world.env(),
+            capture_output=True,
+            text=True,
+            timeout=TURN_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, f"{self.name} exited {done.returncode}: {done.stderr[-2000:]}{done.stdout[-2000:]}"
+        return done
+
     def hook_env(self) -> dict[str, str]:
         """What the host's gitmail hooks run with beyond the world's environment."""
         return {}
@@ -375,16 +389,7 @@ class ClaudeCode(Host):
     def run(self, cwd: Path, prompt: str, *, resume: str | None = None, fork: bool = False) -> Turn:
         since = len(self.world.stub.requests)
         extra = (["--resume", resume] if resume else []) + (["--fork-session"] if fork else [])
-        done = subprocess.run(
-            [*self.args(), *extra, "-p", prompt],
-            cwd=cwd,
-            env=self.world.env(),
-            capture_output=True,
-            text=True,
-            timeout=TURN_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        assert done.returncode == 0, f"claude exited {done.returncode}: {done.stderr[-2000:]}{done.stdout[-2000:]}"
+        done = self._turn([*self.args(), *extra, "-p", prompt], cwd)
         result = next(json.loads(line) for line in reversed(done.stdout.splitlines()) if '"type":"result"' in line)
         return Turn(result["session_id"], self._new_requests(since), done.stdout)
 
@@ -531,16 +536,7 @@ class Codex(Host):
         assert not fork, "codex exec has no fork"
         since = len(self.world.stub.requests)
         command = [str(self.binary), "exec", "--json"] + (["resume", resume] if resume else []) + [prompt]
-        done = subprocess.run(
-            command,
-            cwd=cwd,
-            env=self.world.env(),
-            capture_output=True,
-            text=True,
-            timeout=TURN_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        assert done.returncode == 0, f"codex exited {done.returncode}: {done.stderr[-3000:]}"
+        done = self._turn(command, cwd)
         events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         thread = next(e["thread_id"] for e in events if e.get("type") == "thread.started")
         return Turn(thread, self._new_requests(since), done.stdout + done.stderr)
