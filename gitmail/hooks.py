@@ -102,7 +102,7 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
 
         auto = sync.automatic(store)
         if auto:
-            sync.start_if_due(store)  # a background sync when one is due: spawned, never waited for
+            sync.start_if_due(store, auto)  # a background sync when one is due: spawned, never waited for
             due = sync.next_due(store, auto)
     session = payload.get("session_id")
     reader = delivery.Reader(

@@ -417,12 +417,13 @@ def _reason(stderr: str, *, prefer_remote: bool = False) -> str:
 # -- in the background -------------------------------------------------------------------------------------------
 
 
-def start_if_due(store: Store) -> bool:
-    """For the session-start hook: start a background sync of the automatic remotes when the last sync is older
-    than their interval. Costs a read of the config, a stat and a spawn; never raises, never waits."""
+def start_if_due(store: Store, auto: Sequence[Remote] | None = None) -> bool:
+    """For the session-start hook: start a background sync of the automatic remotes (`auto`, when the caller has
+    them already) when the last sync is older than their interval. Costs a read of the config, a stat and a spawn;
+    never raises, never waits."""
     try:
-        due = [r for r in automatic(store) if _since_last_attempt(store) >= r.interval]
-        if not due:
+        auto = automatic(store) if auto is None else auto
+        if not auto or time.time() < next_due(store, auto):
             return False
         _touch_attempt(store)
         return _start(store)
@@ -459,13 +460,6 @@ def next_due(store: Store, auto: Sequence[Remote]) -> float:
     except FileNotFoundError:
         return 0.0
     return last + min(r.interval for r in auto) if auto else 0.0
-
-
-def _since_last_attempt(store: Store) -> float:
-    try:
-        return time.time() - (store.own_dir / "sync" / "last-attempt").stat().st_mtime
-    except FileNotFoundError:
-        return float("inf")
 
 
 def request(store: Store) -> None:
