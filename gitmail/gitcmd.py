@@ -180,15 +180,20 @@ def parse_batch(out: bytes, count: int) -> list[bytes | None]:
     at = 0
     for _ in range(count):
         end = out.index(b"\n", at)
-        header = out[at:end].split(b" ")
+        size = _size(out[at:end])
         at = end + 1
-        if len(header) == 3 and header[2].isdigit():
-            size = int(header[2])
+        if size is None:
+            results.append(None)
+        else:
             results.append(out[at : at + size])
             at += size + 1
-        else:  # "<spec> missing" or "<spec> ambiguous"
-            results.append(None)
     return results
+
+
+def _size(header: bytes) -> int | None:
+    """The size a `git cat-file --batch` answer's header announces; None for "<spec> missing" or "ambiguous"."""
+    fields = header.split(b" ")
+    return int(fields[2]) if len(fields) == 3 and fields[2].isdigit() else None
 
 
 # -- a reader kept running ---------------------------------------------------------------------------------------
@@ -287,10 +292,9 @@ def _answer(stdout: Any) -> bytes | None:
     header = stdout.readline()
     if not header.endswith(b"\n"):
         raise EOFError("git cat-file stopped answering")
-    fields = header.split()
-    if len(fields) != 3 or not fields[2].isdigit():  # "<spec> missing" or "<spec> ambiguous"
+    size = _size(header[:-1])
+    if size is None:
         return None
-    size = int(fields[2])
     data = stdout.read(size + 1)
     if len(data) != size + 1:
         raise EOFError("git cat-file stopped answering")
