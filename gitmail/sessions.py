@@ -159,11 +159,6 @@ def forget(mailbox: Path, host: str, session_id: str) -> None:
             pass
 
 
-def stamps_file(mailbox: Path, host: str, session_id: str) -> Path | None:
-    name = key(host, session_id)
-    return mailbox / OWN_DIR / DIRECTORY / f"{name}.stamps" if name else None
-
-
 def _lock(fd: int, deadline: Deadline) -> bool:
     while True:
         try:
