@@ -142,6 +142,7 @@ def add_remote(store: Store, *, name: str, url: str, auto: bool = False, interva
 def change_remote(store: Store, name: str, *, auto: bool | None = None, interval: int | None = None) -> Remote:
     if interval is not None and interval < 1:
         raise UsageError("the interval must be at least 1 second")
+    find(store, name)  # an unknown name is refused before the lock (which would create the mailbox)
     with store.locked():
         remote = find(store, name)
         remote = remote._replace(

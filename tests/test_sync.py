@@ -638,6 +638,17 @@ def test_remote_commands(cli: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert cli("sync").err == "gitmail: error: no remote to sync with (add one: gitmail remote add NAME URL)\n"
 
 
+def test_changing_or_removing_an_unknown_remote_writes_nothing(cli: CliRunner, home: Path) -> None:
+    box = Store()
+    for command in (["remote", "set", "nope", "--auto"], ["remote", "remove", "nope"]):
+        result = cli(*command)
+        assert (result.code, result.err) == (
+            2,
+            "gitmail: error: no remote named 'nope' (add one: gitmail remote add)\n",
+        )
+        assert not box.path.exists()
+
+
 def test_invalid_names_are_refused(tmp_path: Path, remote: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     box = make_machine(tmp_path, "laptop")
     with pytest.raises(UsageError, match="invalid remote name"):
