@@ -11,12 +11,12 @@ def main() -> int:
 
         return hook_main(args[1:])
     if args[:1] == ["sync"]:  # lean too: a sync that finds nothing new should cost little more than a fetch
-        from gitmail.synccli import main as sync_main
+        from gitmail.sync.command import main as sync_main
 
         code = sync_main(args[1:])
         if code is not None:
             return code
-    from gitmail.cli import main as cli_main
+    from gitmail.cli.app import main as cli_main
 
     return cli_main(args)
 

@@ -26,12 +26,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gitmail import mailbox, render, sessions, stamps
+from gitmail import mailbox, render
 from gitmail.errors import MailboxBusy, MailboxError
-from gitmail.identity import RepoName
-from gitmail.lock import Deadline
 from gitmail.mailbox import Entry, Pending
-from gitmail.store import Store, log_problem
+from gitmail.store import sessions, stamps
+from gitmail.store.claims import load_claims
+from gitmail.store.lock import Deadline
+from gitmail.store.log import problem
+from gitmail.store.repository import Store
+from gitmail.values.names import RepoName
 
 MAX_CONTINUATIONS = 20  # turn ends continued per session, whatever arrives
 WAKE_LIMIT = 10  # wakes per window per session
@@ -110,15 +113,15 @@ def deliver(
         if moment is Moment.START:
             record.know(set(), reset=True)
             record.set("shown", [])
-            record.set("turn", False)
+            record.turn = False
         elif moment in (Moment.TOOL, Moment.PROMPT):
-            record.set("turn", True)
+            record.turn = True
         if moment is Moment.STOP:
-            record.set("turn", False)
+            record.turn = False
         delivery = empty._replace(mail=mail)
         if moment is Moment.STOP and (continuing or record.count("continued") >= MAX_CONTINUATIONS):
             pass  # the turn ends; what arrived is shown at the next prompt or tool call
-        elif moment is Moment.WAKE and (record.get("turn") or not _may_wake(record, wake_limit, wake_window)):
+        elif moment is Moment.WAKE and (record.turn or not _may_wake(record, wake_limit, wake_window)):
             pass  # mid-turn mail reaches it at the next tool call or turn end; or woken often enough lately
         else:
             delivery = _show(store, reader, moment, channel, mail, record, deadline, busy, budget, peek)
@@ -163,7 +166,7 @@ def _show(
         return Delivery(render.notice(mail.repo, new, voice=reader.voice), mail, NOTHING, new)
     voice = reader.voice._replace(new=moment not in (Moment.START, Moment.INBOX))
     here = str(reader.here) if reader.here else None
-    claims = store.claims()
+    claims = load_claims(store)
     chosen = render.select(fresh, claims=claims, budget=budget, here=here, voice=voice)
     handed: list[Entry] = list(chosen.broadcasts) if peek else []
     note = None
@@ -214,7 +217,7 @@ def _record(
         except MailboxBusy:
             reason = "the mailbox was busy"
         except MailboxError as error:
-            log_problem(store, f"could not record a showing to {reader.repo}: {error}")
+            problem(store.path, f"could not record a showing to {reader.repo}: {error}")
             reason = "the mailbox could not be written"
     elif not busy:
         reason = "the mailbox is read-only here"

@@ -19,12 +19,17 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gitmail import gitcmd, lock
 from gitmail.errors import MailboxError
-from gitmail.identity import RepoName, name_problem
-from gitmail.layout import DAMAGED, Change, Located, State, damaged_ref, latest, locate
-from gitmail.message import DOCUMENT_NAME, BadDocument, parse
-from gitmail.store import MARK_KEY, WRITE_WAIT, Store, Writer, check_ownership, log_problem, reflog
+from gitmail.store import gitcmd, lock, objects
+from gitmail.store.claims import load_claims, save_claims
+from gitmail.store.files import write_atomically
+from gitmail.store.log import problem
+from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store, check_ownership
+from gitmail.store.transaction import reflog
+from gitmail.store.writer import Writer, writing
+from gitmail.values.layout import DAMAGED, Change, Located, State, damaged_ref, latest, locate
+from gitmail.values.message import DOCUMENT_NAME, BadDocument, parse
+from gitmail.values.names import RepoName, name_problem
 
 LISTED = 10  # ids or files named in one line before "and N more"
 NOTES = "refs/notes/"
@@ -87,7 +92,7 @@ def repair(store: Store, *, here: Path | None) -> list[str]:
     journal = store.own_dir / lock.JOURNAL_NAME
     had_journal = journal.exists()
     kept_before = set(store.own_dir.glob(f"{lock.JOURNAL_NAME}.set-aside-*"))
-    with store.writing(actor=ACTOR) as writer:
+    with writing(store, actor=ACTOR) as writer:
         if had_journal and not journal.exists():
             new_kept = set(store.own_dir.glob(f"{lock.JOURNAL_NAME}.set-aside-*")) - kept_before
             done.append(
@@ -101,8 +106,7 @@ def repair(store: Store, *, here: Path | None) -> list[str]:
                 done.append(f"removed {stale}: left behind by a git process that is gone")
         drift = _config_drift(store)
         if drift:
-            for key, value, _ in drift:
-                writer.objects.repo.config[key] = value
+            objects.configure(store.path, {key: value for key, value, _ in drift})
             done.append(f"restored gitmail's settings: {', '.join(f'{k}={v}' for k, v, _ in drift)}")
         inventory = _inventory(store)
         changes: list[Change] = []
@@ -139,7 +143,7 @@ def repair(store: Store, *, here: Path | None) -> list[str]:
                     done.append(f"dropped {len(indices)} entries naming lost commits from the reflog of {notes.ref}")
         done += _reclaim(store, here)
     for line in done:
-        log_problem(store, f"doctor: {line}")
+        problem(store.path, f"doctor: {line}")
     return done
 
 
@@ -215,7 +219,7 @@ def _config(store: Store) -> dict[str, str]:
 def _config_drift(store: Store) -> list[tuple[str, str, str | None]]:
     """(key, gitmail's value, the mailbox's value) for each setting gitmail relies on that differs. The format
     mark is not one of them: a mailbox of an older format is moved to the new one by the writer that migrates it."""
-    from gitmail.objects import MAILBOX_CONFIG
+    from gitmail.store.objects import MAILBOX_CONFIG
 
     have = _config(store)
     return [
@@ -564,7 +568,7 @@ def _checked(store: Store) -> dict[str, str]:
 
 def _record_checked(store: Store, checked: dict[str, str]) -> None:
     try:
-        lock.write_atomically(store.own_dir / CHECKED, json.dumps(checked, sort_keys=True).encode(), durable=False)
+        write_atomically(store.own_dir / CHECKED, json.dumps(checked, sort_keys=True).encode(), durable=False)
     except MailboxError:
         pass  # only a shortcut for the next doctor
 
@@ -574,7 +578,7 @@ def _record_checked(store: Store, checked: dict[str, str]) -> None:
 
 def _repository(store: Store, here: Path | None, messages: Sequence[Located]) -> list[Finding]:
     """This repository's name, its claim, and mail that waits for names no repository here has used."""
-    claims = store.claims()
+    claims = load_claims(store)
     name = RepoName(here.name) if here is not None and not name_problem(here.name) else None
     findings = []
     if here is None:
@@ -643,19 +647,20 @@ def _reclaim(store: Store, here: Path | None) -> list[str]:
     """Record this path for its name when the recorded one no longer exists (the repository moved here)."""
     if here is None or name_problem(here.name):
         return []
-    claims = store.claims()
+    claims = load_claims(store)
     first = claims.get(here.name)
     if first is None or os.path.exists(first):
         return []
     claims[here.name] = os.path.realpath(here)
-    store.write_claims(claims)
+    save_claims(store, claims)
     return [f"recorded {here} for the name {json.dumps(here.name, ensure_ascii=False)} instead of {first}"]
 
 
 def _hooks(home: Path) -> list[Finding]:
     """Each host's gitmail hooks (`gitmail.install.status`): installed for which moments, still running, trusted
     by Codex; and the plugin, which installed hooks would double."""
-    from gitmail import __version__, install
+    from gitmail import __version__
+    from gitmail.install import hooks as install
 
     findings = []
     for host in install.status(home):

@@ -1,4 +1,4 @@
-"""The one expected-error family and the exit codes the command line maps it to."""
+"""The one expected-error family, and the exit codes every entry point ends with (edge.py turns one into the other)."""
 
 from enum import IntEnum
 
@@ -8,6 +8,7 @@ class ExitCode(IntEnum):
     RUNTIME = 1  # the command was well formed but could not be carried out
     USAGE = 2  # the command itself was wrong
     INTERNAL = 3  # gitmail itself failed unexpectedly; the details are in gitmail.log beside the mailbox
+    INTERRUPTED = 130  # stopped by the user (Ctrl-C), as shells report SIGINT
 
 
 class GitmailError(Exception):

@@ -71,19 +71,21 @@ def _arguments(argv: list[str]) -> tuple[str | None, str, bool, list[str]]:
 
 def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer:
     """One hook run: the payload in, the host's answer out."""
-    from gitmail import delivery, render, stamps
-    from gitmail.identity import RepoName, name_problem, toplevel
-    from gitmail.lock import Deadline
-    from gitmail.store import Store
+    from gitmail import delivery, render
+    from gitmail.store import stamps
+    from gitmail.store.lock import Deadline
+    from gitmail.store.opening import open_mailbox
+    from gitmail.values.names import RepoName, name_problem
+    from gitmail.workspace import toplevel
 
     deadline = Deadline(LOCK_WAIT)
     payload = _payload(raw)
     if moment_name == "session-end":
         session = payload.get("session_id")
         if isinstance(session, str) and not payload.get("agent_id"):
-            from gitmail import sessions
+            from gitmail.store import sessions
 
-            sessions.forget(Store().path, host, session)
+            sessions.forget(open_mailbox().path, host, session)
         return Answer()
     moment = delivery.Moment(moment_name)
     event = str(payload.get("hook_event_name") or MOMENTS[moment_name])
@@ -93,12 +95,12 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     if top is None or name_problem(top.name):
         return Answer()
     repo = RepoName(top.name)
-    store = Store()
+    store = open_mailbox()
     if not store.exists():
         return Answer()
     due = None  # with automatic remotes: when a session start must next start a sync
     if moment is delivery.Moment.START:
-        from gitmail import sync
+        from gitmail.sync import engine as sync
 
         auto = sync.automatic(store)
         if auto:
@@ -131,7 +133,7 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     watched = [str(p) for p in stamps.ensure(store.path, repo)] if watch and wake_enabled(store) else []
     reply = answer(host, moment, event, result.text, watched)
     if moment is delivery.Moment.START and reader.session and result.record is not None:
-        from gitmail import startcache
+        from gitmail.store import startcache
 
         if result.settled and event == "SessionStart":
             key = startcache.key(store.path, result.stamps, watch=watch)
@@ -221,7 +223,7 @@ def report(error: BaseException, where: str) -> str:
     detail = "".join(traceback.format_exception(error))
     reason = (str(error).splitlines() or [type(error).__name__])[0]
     try:
-        from gitmail.store import default_path
+        from gitmail.store.location import default_path
 
         log = default_path().parent / "gitmail.log"
         if log.parent.is_dir():

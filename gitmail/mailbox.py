@@ -16,10 +16,16 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from gitmail import history, receipts
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
-from gitmail.identity import RepoName
-from gitmail.layout import (
+from gitmail.store import history
+from gitmail.store.claims import load_claims, save_claims
+from gitmail.store.lock import Deadline, attempts
+from gitmail.store.machines import Here
+from gitmail.store.repository import WRITE_WAIT, Store
+from gitmail.store.writer import Writer, writing
+from gitmail.values import receipts
+from gitmail.values.ids import BROADCAST, ID_ALPHABET, ID_LENGTH, new_id
+from gitmail.values.layout import (
     BROADCASTS,
     ROOT,
     SEEN_NOTES,
@@ -36,23 +42,9 @@ from gitmail.layout import (
     seen_specs,
     state_prefix,
 )
-from gitmail.lock import Deadline, attempts
-from gitmail.machine import Here
-from gitmail.message import (
-    BROADCAST,
-    DOCUMENT_NAME,
-    ID_ALPHABET,
-    ID_LENGTH,
-    BadDocument,
-    Message,
-    clean_body,
-    clean_subject,
-    new_id,
-    parse,
-    reply_subject,
-)
-from gitmail.receipts import RECEIPTS_NOTES
-from gitmail.store import WRITE_WAIT, Store, Writer
+from gitmail.values.message import DOCUMENT_NAME, BadDocument, Message, clean_body, clean_subject, parse, reply_subject
+from gitmail.values.names import RepoName
+from gitmail.values.receipts import RECEIPTS_NOTES
 
 
 class Entry(NamedTuple):
@@ -116,7 +108,7 @@ def send(
     recipient = RepoName.parse(to)
     message = _compose(sender=sender, to=recipient, subject=subject, body=body, when=when)
     for attempt in attempts():
-        with attempt, store.writing(actor=message.sender) as writer:
+        with attempt, writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
             oid = writer.commit(message)
             writer.apply(
@@ -133,7 +125,7 @@ def broadcast(
     message = _compose(sender=sender, to=BROADCAST, subject=subject, body=body, when=when)
     active = state_prefix(State.BROADCAST)
     for attempt in attempts():
-        with attempt, store.writing(actor=message.sender) as writer:
+        with attempt, writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, active)
             oid = writer.commit(message)
             # One transaction: the broadcast, and its sender in its seen-set (a sender is never handed its own).
@@ -169,7 +161,7 @@ def reply(
         reply_to=first.id,
     )
     for attempt in attempts():
-        with attempt, store.writing(actor=me) as writer:
+        with attempt, writing(store, actor=me) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
             oid = writer.commit(message, parents=[original.oid])
             changes = [Change(inbox_prefix(recipient) + message.id, oid, None)]
@@ -196,7 +188,7 @@ def retract(store: Store, *, sender: str, message_id: str) -> bool:
         return False
     active = state_prefix(State.BROADCAST) + entry.message.id
     for attempt in attempts():
-        with attempt, store.writing(actor=me) as writer:
+        with attempt, writing(store, actor=me) as writer:
             if writer.target(active) != entry.oid:
                 return False
             retracted = state_prefix(State.RETRACTED) + entry.message.id
@@ -291,7 +283,7 @@ def record_shown(
         return []
     when = when or now()
     for attempt in attempts():
-        with attempt, store.writing(actor=me, deadline=deadline or Deadline(timeout)) as writer:
+        with attempt, writing(store, actor=me, deadline=deadline or Deadline(timeout)) as writer:
             active = [e for e in broadcasts if writer.target(state_prefix(State.BROADCAST) + e.message.id) == e.oid]
             seen, added = writer.note_lines(SEEN_NOTES, {e.oid: [str(me)] for e in active}, who=me, when=when)
             handed = [e for e in active if e.oid in added]
@@ -338,15 +330,15 @@ def claim(store: Store, *, repo: RepoName, path: str | os.PathLike[str], timeout
     """Record the first path that uses a repo name; return the recorded path when it is another one. A mailbox
     this process cannot write is read without recording anything."""
     here = os.path.realpath(path)
-    first = store.claims().get(repo)
+    first = load_claims(store).get(repo)
     if first is None:
         if not store.writable():
             return None
         with store.locked(timeout=timeout):
-            claims = store.claims()
+            claims = load_claims(store)
             first = claims.setdefault(repo, here)
             if first == here:
-                store.write_claims(claims)
+                save_claims(store, claims)
     return first if first != here else None
 
 
@@ -451,7 +443,7 @@ def done(
     entries = {e.message.id: e for e in _entries(list(todo.values()), _documents(store, todo.values()), Here(store))[0]}
     archived: list[Entry] = []
     for attempt in attempts():
-        with attempt, store.writing(actor=me) as writer:
+        with attempt, writing(store, actor=me) as writer:
             changes: list[Change] = []
             for place in todo.values():
                 if writer.target(place.ref) != place.oid:  # a concurrent `done` got there first
@@ -485,7 +477,7 @@ def reopen(store: Store, *, repo: str, message_id: str) -> Entry:
         raise GitmailError(f"{place.id} is already pending")
     entry = show(store, place.id)
     for attempt in attempts():
-        with attempt, store.writing(actor=me) as writer:
+        with attempt, writing(store, actor=me) as writer:
             if writer.target(place.ref) != place.oid:
                 raise GitmailError(f"{place.id} changed while reopening it; try again")
             changes = [Change(inbox_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
@@ -644,7 +636,7 @@ def known(store: Store, repo: RepoName) -> bool:
     """Whether any repo of this name has used the mailbox (read or received mail) before."""
     # Cheapest first: the archive can hold many thousand refs, and listing them is what costs.
     return (
-        repo in store.claims()
+        repo in load_claims(store)
         or bool(store.refs(inbox_prefix(repo), count=1))
         or bool(store.refs(archive_prefix(repo), count=1))
     )

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from gitmail.identity import UNSAFE_TEXT
-from gitmail.machine import Machine
 from gitmail.mailbox import Entry, Pending
+from gitmail.values.machine import Machine
+from gitmail.values.names import UNSAFE_TEXT
 
 # Hosts cap injected text, each in its own unit: Claude Code at 10,000 UTF-16 code units (past it the whole text
 # becomes a file path and a preview), Codex at 2,500 "tokens" counted as UTF-8 bytes / 4 (past it the middle is

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmail.store import Store
+from gitmail.store.repository import Store
 
 REAL_HOME = Path(os.path.expanduser("~"))
 WHEN = datetime(2026, 11, 29, 9, 30, tzinfo=UTC)
@@ -146,7 +146,7 @@ class CliRunner:
         self.capsys, self.monkeypatch = capsys, monkeypatch
 
     def __call__(self, *args: str, cwd: Path | None = None, stdin: bytes | None = None) -> Result:
-        from gitmail.cli import main
+        from gitmail.cli.app import main
 
         if cwd is not None:
             self.monkeypatch.chdir(cwd)

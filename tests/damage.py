@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from gitmail.store import Store
+from gitmail.store.repository import Store
 
 
 def git(box: Store, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -10,12 +10,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from gitmail.errors import UsageError
-from gitmail.identity import RepoName, first_format_ref
-from gitmail.layout import ROOT, Change
-from gitmail.message import Message, new_id
-from gitmail.stamps import BROADCAST_STAMP
-from gitmail.stamps import directory as stamps_directory
-from gitmail.store import Store
+from gitmail.store.hookfiles import BROADCAST_STAMP
+from gitmail.store.repository import Store
+from gitmail.store.stamps import directory as stamps_directory
+from gitmail.store.writer import writing
+from gitmail.values.ids import new_id
+from gitmail.values.layout import ROOT, Change
+from gitmail.values.message import Message
+from gitmail.values.names import RepoName, first_format_ref
 
 
 def git(box: Store, *args: str, stdin: str | None = None) -> str:
@@ -73,6 +75,6 @@ def send_as_format_1(box: Store, *, sender: str, to: str, subject: str, when: da
     given_sender = str.__new__(RepoName, sender)  # RepoName() would normalise it, as format 2 does
     message = Message(id=new_id(), sender=given_sender, to=to, subject=subject, body="", date=when)
     ref = f"{ROOT}{first_format_ref(to)}/inbox/{message.id}"
-    with box.writing(actor=RepoName("test")) as writer:
+    with writing(box, actor=RepoName("test")) as writer:
         writer.apply([Change(ref, writer.commit(message), None)], "gitmail: written by format 1")
     return message.id, ref

@@ -11,11 +11,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gitmail import machine as gitmail_machine
-from gitmail import mailbox, remotes, sync
-from gitmail.layout import ROOT
-from gitmail.message import parse
-from gitmail.store import Store
+from gitmail import mailbox
+from gitmail.store import machines as gitmail_machine
+from gitmail.store.repository import Store
+from gitmail.sync import engine as sync
+from gitmail.sync import remotes
+from gitmail.values.layout import ROOT
+from gitmail.values.message import parse
 
 
 def git(path: Path, *args: str, check: bool = True) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
-from gitmail.store import Store
+from gitmail.store.repository import Store
 from tests.conftest import CliRunner, RepoFactory, Result, mailbox_snapshot
 
 

@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
-from gitmail.layout import ROOT, State
-from gitmail.message import parse
-from gitmail.store import Store
+from gitmail.store.repository import Store
+from gitmail.values.layout import ROOT, State
+from gitmail.values.message import parse
 
 pytestmark = pytest.mark.slow
 
 PRELUDE = """
 import json, os, sys, time
 from gitmail import mailbox
-from gitmail.message import parse
-from gitmail.store import Store
+from gitmail.values.message import parse
+from gitmail.store.repository import Store
 box = Store(os.environ["GITMAIL_DIR"])
 go = sys.argv[1]
 while not os.path.exists(go):
@@ -161,7 +161,7 @@ KILLABLE = (
     + """
 import random
 import gitmail.store
-gitmail.store.LOOSE_OBJECTS_BEFORE_PACKING = int(sys.argv[2])  # pack often, so kills land inside packing too
+gitmail.store.writer.LOOSE_OBJECTS_BEFORE_PACKING = int(sys.argv[2])  # pack often, so kills land inside packing too
 worker = sys.argv[3]
 i = 0
 while True:

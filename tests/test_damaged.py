@@ -14,9 +14,9 @@ from pathlib import Path
 
 from gitmail import mailbox
 from gitmail.delivery import own_command
-from gitmail.layout import DAMAGED, State
-from gitmail.receipts import RECEIPTS_NOTES
-from gitmail.store import Store
+from gitmail.store.repository import Store
+from gitmail.values.layout import DAMAGED, State
+from gitmail.values.receipts import RECEIPTS_NOTES
 from tests.conftest import CliRunner, RepoFactory, Result, run_gitmail
 from tests.damage import fsck, git, lose, lose_object
 

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from gitmail import delivery, hooks, mailbox, receipts
-from gitmail.layout import note_lines, note_specs
-from gitmail.receipts import RECEIPTS_NOTES
-from gitmail.store import Store
+from gitmail import delivery, hooks, mailbox
+from gitmail.store.repository import Store
+from gitmail.values import receipts
+from gitmail.values.layout import note_lines, note_specs
+from gitmail.values.receipts import RECEIPTS_NOTES
 from tests.conftest import RepoFactory
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
-from gitmail.install import MARK
-from gitmail.layout import DAMAGED
-from gitmail.store import Store
+from gitmail.install.hooks import MARK
+from gitmail.store.claims import load_claims
+from gitmail.store.repository import Store
+from gitmail.values.layout import DAMAGED
 from tests.conftest import CliRunner, RepoFactory, mailbox_snapshot
 from tests.damage import fsck, git, lose, lose_object
 
@@ -268,7 +269,7 @@ def test_the_name_claimed_by_another_path_and_mail_for_unused_names(
     repaired = cli("doctor", "--repair", cwd=second)
     assert repaired.code == 0
     assert f'repaired  recorded {second} for the name "web" instead of {first}' in repaired.out.splitlines()
-    assert box.claims()["web"] == str(second)
+    assert load_claims(box)["web"] == str(second)
 
 
 def fake_interpreter(path: Path, version: str) -> Path:

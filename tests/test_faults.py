@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
-from gitmail.store import Store
+from gitmail.store.repository import Store
+from gitmail.store.writer import writing
 from tests.conftest import mailbox_snapshot, run_gitmail
 
 IS_ROOT = os.geteuid() == 0
@@ -134,8 +135,8 @@ def test_a_mailbox_its_user_can_read_but_not_write_is_read(shared: Path) -> None
     hooked = run("hook", "session-start", stdin=payload)
     assert hooked.returncode == 0 and sent.message.id in hooked.stdout, hooked.stderr
     assert cast.message.id not in hooked.stdout and "read-only" in hooked.stdout
-    for writing in (["send", "--to", "api", "-s", "x"], ["done", sent.message.id]):
-        done = run(*writing)
+    for command in (["send", "--to", "api", "-s", "x"], ["done", sent.message.id]):
+        done = run(*command)
         assert done.returncode == 1 and done.stderr.startswith("gitmail: error: cannot write the mailbox"), done
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert mailbox_snapshot(box.path) == before
@@ -220,10 +221,10 @@ def test_a_file_size_limit_is_one_line_and_loses_nothing(web: Path, box: Store) 
 def test_a_dead_writers_journal_whose_objects_were_pruned_is_set_aside(web: Path, box: Store) -> None:
     original = mailbox.send(box, sender="api", to="web", subject="question")
     # A reply killed after its journal was written: its commit exists only as an unreferenced object...
-    from gitmail.identity import RepoName
-    from gitmail.message import Message
+    from gitmail.values.message import Message
+    from gitmail.values.names import RepoName
 
-    with box.writing(actor=RepoName("web")) as writer:
+    with writing(box, actor=RepoName("web")) as writer:
         reply = Message("r000000000", RepoName("web"), "api", "Re: question", "answer", original.message.date)
         orphan = writer.commit(reply, parents=[original.oid])
     journal = [
@@ -293,7 +294,7 @@ def test_a_write_that_git_maintenance_pulled_objects_from_under_is_done_again(
     box: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gitmail.errors import Transient
-    from gitmail.objects import Objects
+    from gitmail.store.objects import Objects
 
     mailbox.send(box, sender="api", to="web", subject="before")
     real = Objects.commit

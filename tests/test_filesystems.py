@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
-from gitmail.identity import RepoName
-from gitmail.layout import ROOT
-from gitmail.store import Store
+from gitmail.store.repository import Store
+from gitmail.values.layout import ROOT
+from gitmail.values.names import RepoName
 from tests.conftest import RepoFactory, at, run_gitmail
 from tests.formats import as_format_1, git, refs
 

@@ -14,8 +14,8 @@ import pytest
 
 import gitmail
 from gitmail import mailbox
-from gitmail.identity import RepoName
-from gitmail.store import Store
+from gitmail.store.repository import Store
+from gitmail.values.names import RepoName
 
 SCRIPT = Path(gitmail.__file__).parent / "hook.sh"
 
@@ -114,7 +114,7 @@ def synced(box: Store) -> None:
     """Wait until the background sync a session start began has finished (its lock is free and it succeeded)."""
     import fcntl
 
-    from gitmail import synccheck
+    from gitmail.sync import quick as synccheck
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -134,7 +134,7 @@ def synced(box: Store) -> None:
 def test_with_a_remote_that_syncs_by_itself_a_kept_start_holds_until_a_sync_is_due(
     web: Path, box: Store, no_python: Recorder, tmp_path: Path
 ) -> None:
-    from gitmail import remotes
+    from gitmail.sync import remotes
 
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gitmail import mailbox
-from gitmail.store import Store
+from gitmail.store.repository import Store
 from tests.conftest import RepoFactory, run_gitmail
 
 

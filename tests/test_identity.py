@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import mailbox, stamps
+from gitmail import mailbox
 from gitmail.errors import GitmailError, UsageError
-from gitmail.identity import RepoName, first_format_ref, name_problem, nfc_keys, repo_of, toplevel
-from gitmail.store import Store
+from gitmail.store import stamps
+from gitmail.store.repository import Store
+from gitmail.values.names import RepoName, first_format_ref, name_problem, nfc_keys
+from gitmail.workspace import repo_of, toplevel
 from tests.conftest import RepoFactory, mailbox_snapshot, run_gitmail
 
 NFD = unicodedata.normalize("NFD", "données")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
-from gitmail.store import Store
+from gitmail.store.repository import Store
 
 
 def imported(*args: str, cwd: Path, stdin: str = "") -> set[str]:

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import codex_trust, jsonedit, mailbox
-from gitmail import install as installer
-from gitmail.install import MARK, hook_command
-from gitmail.store import Store
+from gitmail import mailbox
+from gitmail.install import codex_trust, jsonedit
+from gitmail.install import hooks as installer
+from gitmail.install.hooks import MARK, hook_command
+from gitmail.store.repository import Store
 from tests.conftest import REAL_HOME, CliRunner, RepoFactory
 
 REPO = Path(__file__).parent.parent

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import machine, mailbox
+from gitmail import mailbox
 from gitmail.errors import UsageError
-from gitmail.identity import RepoName
-from gitmail.machine import ELSEWHERE, Machine
-from gitmail.message import Message, parse
-from gitmail.store import Store
+from gitmail.store import machines as machine
+from gitmail.store.repository import Store
+from gitmail.values.machine import ELSEWHERE, Machine
+from gitmail.values.message import Message, parse
+from gitmail.values.names import RepoName
 from tests.conftest import at
 
 
@@ -36,7 +37,7 @@ def test_the_name_comes_from_the_environment_then_the_setting_then_the_host(
 
 def test_the_id_is_made_once_per_mailbox_even_by_racing_processes(box: Store, tmp_path: Path) -> None:
     box.create()
-    script = "import sys; from gitmail import machine; from gitmail.store import Store; print(machine.local_id(Store(sys.argv[1]), create=True))"
+    script = "import sys; from gitmail.store import machines; from gitmail.store.repository import Store; print(machines.local_id(Store(sys.argv[1]), create=True))"
     racers = [
         subprocess.Popen([sys.executable, "-c", script, str(box.path)], stdout=subprocess.PIPE, text=True)
         for _ in range(6)

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import machine, mailbox
+from gitmail import mailbox
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
-from gitmail.layout import SEEN_NOTES, State
-from gitmail.message import BROADCAST
-from gitmail.store import Store
+from gitmail.store import machines as machine
+from gitmail.store.claims import load_claims
+from gitmail.store.repository import Store
+from gitmail.values.ids import BROADCAST
+from gitmail.values.layout import SEEN_NOTES, State
 from tests.conftest import at, mailbox_snapshot
 
 
@@ -336,11 +338,11 @@ def test_the_first_path_to_use_a_name_is_recorded_and_another_is_reported(box: S
     assert mailbox.inbox(box, repo="web", path=first).claimed_by is None
     assert mailbox.inbox(box, repo="web", path=second).claimed_by == os.path.realpath(first)
     assert len(mailbox.inbox(box, repo="web", path=second).directed) == 1  # a warning, not a refusal
-    assert box.claims() == {"web": os.path.realpath(first)}
+    assert load_claims(box) == {"web": os.path.realpath(first)}
 
 
 def test_known_names_are_those_that_read_or_received_mail(box: Store, tmp_path: Path) -> None:
-    from gitmail.identity import RepoName
+    from gitmail.values.names import RepoName
 
     mailbox.send(box, sender="api", to="web", subject="hello")
     assert mailbox.known(box, RepoName("web"))

@@ -18,8 +18,8 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.errors import GitmailError
-from gitmail.layout import ROOT, locate
-from gitmail.store import Store
+from gitmail.store.repository import Store
+from gitmail.values.layout import ROOT, locate
 from tests.conftest import RepoFactory, run_gitmail
 from tests.damage import fsck
 

@@ -25,10 +25,11 @@ from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import stdio_client
 from pydantic import FileUrl
 
-from gitmail import mailbox, mcpserver
+from gitmail import mailbox
 from gitmail.errors import GitmailError, UsageError
-from gitmail.identity import RepoName
-from gitmail.store import Store
+from gitmail.mcp import server as mcpserver
+from gitmail.store.repository import Store
+from gitmail.values.names import RepoName
 from tests.conftest import CliRunner, RepoFactory, mailbox_snapshot, run_gitmail
 
 # Roots and resources/subscribe are what today's clients use, though deprecated for the 2026 protocol.

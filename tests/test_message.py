@@ -6,17 +6,9 @@ import frontmatter
 import pytest
 
 from gitmail.errors import UsageError
-from gitmail.identity import RepoName
-from gitmail.message import (
-    BROADCAST,
-    BadDocument,
-    Message,
-    clean_body,
-    clean_subject,
-    new_id,
-    parse,
-    reply_subject,
-)
+from gitmail.values.ids import BROADCAST, new_id
+from gitmail.values.message import BadDocument, Message, clean_body, clean_subject, parse, reply_subject
+from gitmail.values.names import RepoName
 from tests.conftest import WHEN
 
 

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import lock, mailbox, migrate
-from gitmail.identity import RepoName
-from gitmail.layout import ROOT, Change
-from gitmail.store import Store
+from gitmail import mailbox
+from gitmail.store.opening import open_mailbox
+from gitmail.store import lock, migrate
+from gitmail.store.repository import Store
+from gitmail.values.layout import ROOT, Change
+from gitmail.values.names import RepoName
 from tests.conftest import at
 from tests.formats import as_format_1, git, refs, send_as_format_1
 
@@ -25,7 +27,9 @@ View = dict[str, tuple[list[str], list[str]]]
 
 
 def view(box: Store) -> View:
-    """What each repo sees: its pending mail and its history (both read without writing anything)."""
+    """What each repo sees when a process opens the mailbox: its pending mail and its history (both read without
+    writing anything, unless opening migrates the mailbox)."""
+    box = open_mailbox(box.path)
     seen: View = {}
     for name in NAMES:
         mail = mailbox.pending(box, repo=name)
@@ -67,11 +71,15 @@ def canonical(ref: str) -> bool:
         return False
 
 
-def test_the_format_is_read_from_the_gitmail_section_of_the_config() -> None:
+def test_the_format_is_read_from_the_gitmail_section_of_the_config(tmp_path: Path) -> None:
+    def version_of(config: str) -> int:
+        (tmp_path / "config").write_text(config)
+        return migrate.version(Store(tmp_path))
+
     config = "[core]\n\trepositoryformatversion = 0\n[gitmail]\n\tversion = 1\n[notes]\n\tversion = 7\n"
-    assert migrate.version(config) == 1
-    assert migrate.version(config + "[gitmail]\n\tversion = 2\n") == 2  # the last value wins, as in git
-    assert migrate.version("[core]\n\tbare = true\n") == 0
+    assert version_of(config) == 1
+    assert version_of(config + "[gitmail]\n\tversion = 2\n") == 2  # the last value wins, as in git
+    assert version_of("[core]\n\tbare = true\n") == 0
 
 
 def test_a_new_mailbox_is_of_the_current_format_and_is_never_migrated(box: Store) -> None:

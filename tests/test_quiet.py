@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import install, mailbox
-from gitmail.store import Store
+from gitmail import mailbox
+from gitmail.install import hooks as install
+from gitmail.store.repository import Store
 from tests.conftest import RepoFactory
 
 SCRIPT = str(install.hook_script())

@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gitmail import mailbox, receipts
-from gitmail.layout import note_lines, note_specs
-from gitmail.receipts import RECEIPTS_NOTES
-from gitmail.store import Store
+from gitmail import mailbox
+from gitmail.store.repository import Store
+from gitmail.values import receipts
+from gitmail.values.layout import note_lines, note_specs
+from gitmail.values.receipts import RECEIPTS_NOTES
 from tests.conftest import RepoFactory, run_gitmail
 
 

@@ -4,10 +4,11 @@ import re
 from pathlib import Path
 
 from gitmail import render
-from gitmail.identity import RepoName
-from gitmail.layout import State
 from gitmail.mailbox import Entry, Pending
-from gitmail.message import BROADCAST, Message
+from gitmail.values.ids import BROADCAST
+from gitmail.values.layout import State
+from gitmail.values.message import Message
+from gitmail.values.names import RepoName
 from tests.conftest import at
 
 HEADER = """\

@@ -12,10 +12,11 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.errors import MailboxError
-from gitmail.identity import RepoName
-from gitmail.layout import ROOT, State, latest, locate
-from gitmail.message import Message
-from gitmail.store import Store
+from gitmail.store.repository import Store
+from gitmail.store.writer import writing
+from gitmail.values.layout import ROOT, State, latest, locate
+from gitmail.values.message import Message
+from gitmail.values.names import RepoName
 from tests.conftest import WHEN
 
 
@@ -54,7 +55,7 @@ def _message(subject: str) -> Message:
 
 def test_a_change_left_half_done_is_finished_by_the_next_lock_holder(box: Store) -> None:
     mailbox.send(box, sender="api", to="web", subject="seed")
-    with box.writing(actor=RepoName("api")) as writer:
+    with writing(box, actor=RepoName("api")) as writer:
         oid = writer.commit(_message("half"))
     # A writer died after writing its journal and before moving any ref:
     (box.own_dir / "journal").write_text(json.dumps([[f"{ROOT}web/inbox/7kq2m9x4ab", oid, None]]))
@@ -121,7 +122,7 @@ def test_a_held_lock_makes_a_writer_give_up_with_a_clear_error(box: Store) -> No
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         with pytest.raises(MailboxError, match="stayed locked by another gitmail process; try again"):
-            with box.writing(actor=RepoName("api"), timeout=0.2):
+            with writing(box, actor=RepoName("api"), timeout=0.2):
                 pass
     finally:
         os.close(fd)
@@ -130,7 +131,7 @@ def test_a_held_lock_makes_a_writer_give_up_with_a_clear_error(box: Store) -> No
 
 def test_packing_keeps_every_message_readable(box: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     sent = [mailbox.send(box, sender="api", to="web", subject=f"m{i}") for i in range(5)]
-    monkeypatch.setattr("gitmail.store.LOOSE_OBJECTS_BEFORE_PACKING", -1)
+    monkeypatch.setattr("gitmail.store.writer.LOOSE_OBJECTS_BEFORE_PACKING", -1)
     mailbox.done(box, repo="web", ids=[sent[0].message.id])
     assert (box.path / "packed-refs").read_text().count("refs/gitmail/") == 5
     assert list((box.path / "objects" / "pack").glob("*.pack"))
@@ -157,7 +158,7 @@ def test_racing_creators_end_with_one_mailbox(tmp_path: Path) -> None:
     go = tmp_path / "go"
     creator = (
         "import os, sys, time\n"
-        "from gitmail.store import Store\n"
+        "from gitmail.store.repository import Store\n"
         f"open({str(tmp_path)!r} + f'/ready-{{os.getpid()}}', 'w').close()\n"
         f"while not os.path.exists({str(go)!r}): time.sleep(0.001)\n"
         f"Store({str(path)!r}).create()\n"
@@ -199,11 +200,11 @@ def test_seen_sets_are_found_and_extended_in_a_fanned_out_notes_tree(box: Store)
 
 
 def test_every_ref_write_is_checked_against_what_it_expects(box: Store) -> None:
-    from gitmail.layout import Change
+    from gitmail.values.layout import Change
 
     entry = mailbox.send(box, sender="api", to="web", subject="x")
     with pytest.raises(MailboxError, match="update-ref"):
-        with box.writing(actor=RepoName("api")) as writer:
+        with writing(box, actor=RepoName("api")) as writer:
             writer.apply([Change(f"{ROOT}web/inbox/{entry.message.id}", None, "0" * 39 + "1")], "wrong old value")
     assert [e.message.id for e in mailbox.pending(box, repo="web").directed] == [entry.message.id]
     assert not (box.own_dir / "journal").exists()

@@ -14,12 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import machine, mailbox, reconcile, remotes, render, sync, synccheck
+from gitmail import mailbox, render
 from gitmail.errors import UsageError
-from gitmail.identity import RepoName
-from gitmail.layout import Change, State
-from gitmail.message import Message
-from gitmail.store import Store
+from gitmail.store import machines as machine
+from gitmail.store.claims import load_claims
+from gitmail.store.repository import Store
+from gitmail.store.writer import writing
+from gitmail.sync import engine as sync
+from gitmail.sync import quick as synccheck
+from gitmail.sync import reconcile, remotes
+from gitmail.values.layout import Change, State
+from gitmail.values.machine import ELSEWHERE
+from gitmail.values.message import Message
+from gitmail.values.names import RepoName
 from tests.conftest import CliRunner, at, run_gitmail
 from tests.syncing import (
     bare_remote,
@@ -90,7 +97,7 @@ def test_mail_from_another_machine_is_never_peer_and_says_where_it_came_from(
     subprocess.run(["git", "init", "-q", str(api)], check=True)
     mailbox.claim(b, repo=RepoName("api"), path=api)  # a repository called api exists on b too
     mail = mailbox.pending(b, repo="web")
-    text = render.framing(mail, claims=b.claims())
+    text = render.framing(mail, claims=load_claims(b))
     laptop = machine.current(a)
     assert (
         f'--- message 1 of 1: id {sent.message.id} · directed to "web" · from "api" on machine "laptop" (UNVERIFIED) '
@@ -102,7 +109,7 @@ def test_mail_from_another_machine_is_never_peer_and_says_where_it_came_from(
     ) in text
     assert render.as_json(mail.directed[0])["machine"] == {"name": "laptop", "id": laptop.id}
     own = mailbox.send(b, sender="api", to="web", subject="Local", when=at(1))
-    local_text = render.framing(mailbox.pending(b, repo="web"), claims=b.claims())
+    local_text = render.framing(mailbox.pending(b, repo="web"), claims=load_claims(b))
     assert f'id {own.message.id} · directed to "web" · from "api" (PEER)' in local_text
 
 
@@ -123,12 +130,12 @@ def test_old_mail_without_a_machine_that_arrives_by_sync_is_not_taken_for_local(
 ) -> None:
     a, b, _ = trio
     old = Message("7kq2m9x4ab", RepoName("api"), "web", "From before machines", "", at(0))  # no machine field
-    with a.writing(actor=RepoName("api")) as writer:
+    with writing(a, actor=RepoName("api")) as writer:
         oid = writer.objects.commit(old)  # as an older gitmail wrote it: no machine recorded
         writer.apply([Change("refs/gitmail/web/inbox/7kq2m9x4ab", oid, None)], "an old message")
     assert mailbox.show(a, old.id).message.machine is None  # on the machine that wrote it: local
     sync_now(a), sync_now(b)
-    assert mailbox.show(b, old.id).message.machine == machine.ELSEWHERE
+    assert mailbox.show(b, old.id).message.machine == ELSEWHERE
     text = render.card(mailbox.show(b, old.id), claims={"api": "/"})
     assert 'from "api" on another machine (UNVERIFIED)' in text
 
@@ -236,7 +243,7 @@ def test_every_gitmail_notes_ref_is_unioned_receipts_too(trio: tuple[Store, Stor
     sync_now(a), sync_now(b)
     receipts = "refs/notes/gitmail-receipts"
     for box, record in ((a, '{"delivered":"laptop"}'), (b, '{"delivered":"server"}')):
-        with box.writing(actor=RepoName("web")) as writer:
+        with writing(box, actor=RepoName("web")) as writer:
             parent = writer.target(receipts)
             note = writer.objects.notes_commit(
                 parent, {sent.oid: record + "\n"}, who=RepoName("web"), when=at(1), text="r"
@@ -349,7 +356,7 @@ def test_a_quiet_sync_does_not_load_the_store(trio: tuple[Store, Store, Store], 
         "from gitmail.__main__ import main\n"
         "sys.argv = ['gitmail', 'sync']\n"
         "code = main()\n"
-        "print(code, sorted(m for m in ('gitmail.store', 'gitmail.sync', 'typing', 'subprocess') if m in sys.modules))\n"
+        "print(code, sorted(m for m in ('gitmail.store.repository', 'gitmail.sync.engine', 'typing', 'subprocess') if m in sys.modules))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import mailbox, synccheck
-from gitmail.layout import State
-from gitmail.remotes import SyncError
-from gitmail.store import Store
+from gitmail import mailbox
+from gitmail.store.repository import Store
+from gitmail.sync import quick as synccheck
+from gitmail.sync.remotes import SyncError
+from gitmail.values.layout import State
 from tests.syncing import as_machine, bare_remote, fsck, git_daemon, places, remote_places, seen, sync_now, whole
 from tests.syncing import machine as make_machine
 

@@ -20,12 +20,14 @@ from typing import NamedTuple
 
 import pytest
 
-from gitmail import conversations, mailbox, view
-from gitmail.conversations import Snapshot
+from gitmail import mailbox
 from gitmail.errors import NotFound
-from gitmail.identity import RepoName
-from gitmail.layout import State
-from gitmail.store import Store
+from gitmail.store.repository import Store
+from gitmail.values.layout import State
+from gitmail.values.names import RepoName
+from gitmail.web import read as conversations
+from gitmail.web import server as view
+from gitmail.web.read import Snapshot
 from tests.conftest import CliRunner, RepoFactory, at, mailbox_snapshot
 
 HOSTILE_SUBJECT = "<img src=x onerror=alert(1)>"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from gitmail import mailbox
-from gitmail.store import Store
+from gitmail.store.repository import Store
 from tests.conftest import at
 from tests.test_view import HOSTILE_BODY, HOSTILE_SUBJECT, fill
 

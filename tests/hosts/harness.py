@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gitmail import codex_trust
+from gitmail.install import codex_trust
 from tests.conftest import REAL_HOME
 from tests.hosts.stub import Request, Stub
 

@@ -9,9 +9,10 @@ import os
 
 import pytest
 
-from gitmail import codex_trust, mailbox
-from gitmail import install as installer
-from gitmail.store import Store
+from gitmail import mailbox
+from gitmail.install import codex_trust
+from gitmail.install import hooks as installer
+from gitmail.store.repository import Store
 from tests.hosts.harness import Codex, World
 
 pytestmark = pytest.mark.hosts

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from gitmail import mailbox
-from gitmail.store import Store
+from gitmail.store.repository import Store
 from tests.hosts.harness import Codex, Host, World, done_command
 from tests.hosts.stub import Request, Shell
 

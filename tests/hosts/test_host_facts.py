@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gitmail import codex_trust
+from gitmail.install import codex_trust
 from tests.hosts.harness import ClaudeCode, Codex, World
 from tests.hosts.stub import Shell
 

@@ -10,7 +10,7 @@ import pytest
 import tomlkit
 
 from gitmail import mailbox
-from gitmail.store import Store
+from gitmail.store.repository import Store
 from tests.hosts.harness import HOSTS, Host, World
 from tests.hosts.stub import Call, Request, Step
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gitmail import mailbox
-from gitmail.store import Store
+from gitmail.store.repository import Store
 from tests.hosts.harness import ClaudeCode, ClaudeSession, Codex, Host, World
 from tests.hosts.stub import Answer, Call, Request, Shell
 

@@ -1,0 +1,592 @@
+"""The `gitmail` command line: parse, make one core call, print. The only place that turns errors into exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from gitmail import mailbox, render
+from gitmail.errors import ExitCode, GitmailError, UsageError
+from gitmail.store.claims import load_claims
+from gitmail.store.opening import open_mailbox
+from gitmail.store.repository import WRITE_WAIT
+from gitmail.sync import engine as sync
+from gitmail.sync import remotes
+from gitmail.values.message import MAX_BODY_BYTES
+from gitmail.values.names import RepoName
+from gitmail.workspace import repo_of, toplevel
+
+if TYPE_CHECKING:
+    from gitmail.install import hooks as install_module
+
+app = typer.Typer(
+    name="gitmail",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(show: bool) -> None:
+    if show:
+        from gitmail import __version__
+
+        print(f"gitmail {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """A private mailbox between AI coding sessions in different repositories, kept in a git repository
+    (~/.gitmail/mail.git, or $GITMAIL_DIR)."""
+
+
+RepoOption = Annotated[
+    str | None,
+    typer.Option("--repo", help="The repo to act as (default: the git repository you are in).", show_default=False),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _say(text: str) -> None:
+    print(f"gitmail: {text}", file=sys.stderr)
+
+
+def _writer(explicit: str | None) -> tuple[RepoName, Path | None]:
+    """The acting repo: an explicit name, else the git toplevel of the current directory (else an error)."""
+    return (RepoName.parse(explicit), None) if explicit is not None else repo_of(os.getcwd())
+
+
+def _reader(explicit: str | None) -> tuple[RepoName, Path | None] | None:
+    """As `_writer`, but outside a repository a read shows nothing instead of failing."""
+    if explicit is None and toplevel(os.getcwd()) is None:
+        _say("not inside a git repository; name one with --repo")
+        return None
+    return _writer(explicit)
+
+
+def _body(message: str | None) -> bytes:
+    if message is not None:
+        return message.encode("utf-8", "surrogateescape")
+    if sys.stdin is None or sys.stdin.isatty():
+        return b""  # nothing piped in: an empty body rather than waiting on a terminal
+    return sys.stdin.buffer.read(MAX_BODY_BYTES + 1)  # enough to tell an oversized body, never unbounded
+
+
+@app.command()
+def send(
+    to: Annotated[str | None, typer.Option("--to", help="The repo to send to (its folder name).")] = None,
+    subject: Annotated[str | None, typer.Option("--subject", "-s", help="One line saying what it is about.")] = None,
+    message: Annotated[
+        str | None, typer.Option("--message", "-m", help="The body (default: read from standard input).")
+    ] = None,
+    broadcast: Annotated[bool, typer.Option("--broadcast", help="Send to every repo (each gets it once).")] = False,
+    reply_to: Annotated[
+        str | None,
+        typer.Option("--reply-to", help="Answer this message id: goes to its sender and archives it for you."),
+    ] = None,
+    retract: Annotated[
+        str | None,
+        typer.Option("--retract", help="Stop delivering this broadcast of yours to repos not yet handed it."),
+    ] = None,
+    sender: Annotated[
+        str | None,
+        typer.Option("--from", help="The repo sending (default: the git repository you are in).", show_default=False),
+    ] = None,
+) -> None:
+    """Send a message to a repo, to every repo (--broadcast), or in reply to one (--reply-to).
+
+    Prints the new message's id alone on standard output, so `id=$(gitmail send ...)` works.
+    """
+    modes = [
+        name
+        for name, given in (("--to", to), ("--broadcast", broadcast), ("--reply-to", reply_to), ("--retract", retract))
+        if given
+    ]
+    if len(modes) != 1:
+        raise UsageError(
+            "give exactly one of --to, --broadcast, --reply-to or --retract"
+            + (f" (got {' and '.join(modes)})" if modes else "")
+        )
+    if retract is not None and (subject is not None or message is not None):
+        raise UsageError("--retract takes no --subject or --message")
+    if subject is None and reply_to is None and retract is None:
+        raise UsageError("a subject is required (--subject TEXT)")
+    me, path = _writer(sender)
+    box = open_mailbox()
+    if retract is not None:
+        changed = mailbox.retract(box, sender=me, message_id=retract)
+        _say(f"retracted {retract}" if changed else f"{retract} was already retracted")
+        return
+    body = _body(message)
+    if reply_to is not None:
+        entry = mailbox.reply(box, sender=me, to_id=reply_to, subject=subject, body=body)
+    elif broadcast:
+        entry = mailbox.broadcast(box, sender=me, subject=subject or "", body=body)
+    else:
+        assert to is not None
+        recipient = RepoName.parse(to)
+        new_name = not mailbox.known(box, recipient)
+        entry = mailbox.send(box, sender=me, to=recipient, subject=subject or "", body=body)
+        if new_name:
+            _say(
+                f"note: no repo named {recipient!r} has used this mailbox yet; it gets the message when a session "
+                "starts in a repository of that name"
+            )
+    if path is not None:
+        mailbox.claim(box, repo=me, path=path)
+    print(entry.message.id)
+    where = "every repo" if entry.message.is_broadcast else repr(entry.message.to)
+    _say(f"sent {entry.message.id} to {where}")
+    sync.after_send(box)
+
+
+@app.command()
+def inbox(
+    repo: RepoOption = None,
+    json_output: JsonOption = False,
+    peek: Annotated[bool, typer.Option("--peek", help="Look without handing over broadcasts.")] = False,
+) -> None:
+    """Show the repo's pending mail: directed messages until done or replied to, and broadcasts not yet handed
+    to it (reading hands them over, unless --peek)."""
+    from gitmail import delivery
+    from gitmail.store.lock import Deadline
+
+    who = _reader(repo)
+    if who is None:
+        return
+    me, path = who
+    box = open_mailbox()
+    reader = delivery.Reader(me, path, "cli", voice=render.Voice(command=delivery.own_command()))
+    shown = delivery.deliver(box, reader, delivery.Moment.INBOX, deadline=Deadline(WRITE_WAIT), budget=None, peek=peek)
+    if json_output:
+        print(
+            render.dumps(
+                {
+                    "repo": str(me),
+                    "directed": [render.as_json(e) for e in shown.shown.directed],
+                    "broadcasts": [render.as_json(e) for e in shown.shown.broadcasts],
+                    "unreadable": list(shown.mail.unreadable),
+                    "claimed_by": shown.mail.claimed_by,
+                }
+            )
+        )
+    elif shown.text:
+        print(shown.text, end="")
+    else:
+        _say(f"no mail for {str(me)!r}")
+
+
+@app.command()
+def done(
+    ids: Annotated[
+        list[str] | None, typer.Argument(help="Message ids (any unique prefix).", show_default=False)
+    ] = None,
+    all_pending: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Mark done the pending mail this session was shown (outside a session: that any session of this "
+            "repo was shown); never mail not yet seen.",
+        ),
+    ] = False,
+    repo: RepoOption = None,
+) -> None:
+    """Mark messages done (archived) without replying. `gitmail reopen ID` undoes it."""
+    if bool(ids) == all_pending:
+        raise UsageError("name the messages to mark done, or pass --all (not both)")
+    from gitmail.store import sessions
+
+    box = open_mailbox()
+    caller = sessions.current() if all_pending else None
+    seen = sessions.shown(box.path, *caller) if caller else None
+    result = mailbox.done(box, repo=_writer(repo)[0], ids=ids or (), everything=all_pending, seen=seen)
+    for entry in result.archived:
+        _say(f"archived {_described(entry)}")
+    if result.already:
+        _say(f"nothing to do for {', '.join(result.already)}: already archived, or a broadcast")
+    if result.set_aside:
+        _say(
+            f"set aside {', '.join(result.set_aside)}: stored but unreadable, so not archived; kept under "
+            "refs/gitmail/_damaged/ (see `gitmail doctor`)"
+        )
+    if result.unshown:
+        _say(
+            f"left pending {', '.join(result.unshown)}: no session here was shown "
+            + ("it" if len(result.unshown) == 1 else "them")
+            + " yet (read with `gitmail inbox`)"
+        )
+    if not (result.archived or result.already or result.unshown or result.set_aside):
+        _say("no pending mail")
+
+
+@app.command()
+def reopen(
+    message_id: Annotated[str, typer.Argument(metavar="ID", help="A message id (any unique prefix).")],
+    repo: RepoOption = None,
+) -> None:
+    """Make an archived message pending again (undoes `done`, or the archiving a reply did)."""
+    entry = mailbox.reopen(open_mailbox(), repo=_writer(repo)[0], message_id=message_id)
+    _say(f"reopened {_described(entry)}")
+
+
+def _described(entry: mailbox.Entry) -> str:
+    return f"{entry.message.id} from {render.quote(entry.message.sender)}: {render.quote(entry.message.subject)}"
+
+
+@app.command()
+def log(
+    repo: RepoOption = None,
+    everyone: Annotated[bool, typer.Option("--everyone", help="Every repo's mail.")] = False,
+    count: Annotated[int, typer.Option("-n", "--max-count", min=1, help="Show at most this many.")] = 20,
+    grep: Annotated[str | None, typer.Option("--grep", help="Only messages containing TEXT (any case).")] = None,
+    thread: Annotated[str | None, typer.Option("--thread", help="The whole conversation this id belongs to.")] = None,
+    sent: Annotated[bool, typer.Option("--sent", help="Only what this repo sent.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Mail history, newest first, with where each message stands: pending (not yet shown to a session of its
+    recipient), delivered (shown, and when), done, replied (and the reply's id), or retracted.
+    By default the repo's mail: sent to it, sent by it, and broadcasts."""
+    if everyone and (repo is not None or sent):
+        raise UsageError("--everyone takes no --repo or --sent")
+    name: RepoName | None = None
+    if not everyone and thread is None:
+        who = _reader(repo)
+        if who is None:
+            return
+        name = who[0]
+    entries = mailbox.log(open_mailbox(), repo=name, limit=count, grep=grep, thread=thread, sent=sent)
+    if json_output:
+        print(render.dumps([render.as_json(e) for e in entries]))
+    else:
+        for entry in entries:
+            print(render.log_line(entry))
+    if entries.unreadable:
+        _say(f"note: {render.unreadable(entries.unreadable)}")
+
+
+@app.command()
+def show(
+    message_id: Annotated[str, typer.Argument(metavar="ID", help="A message id (any unique prefix).")],
+    json_output: JsonOption = False,
+) -> None:
+    """Show one message whole."""
+    box = open_mailbox()
+    entry = mailbox.show(box, message_id)
+    if json_output:
+        print(render.dumps(render.as_json(entry)))
+    else:
+        print(render.card(entry, claims=load_claims(box), state=True))
+
+
+@app.command()
+def view(
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port",
+            min=0,
+            max=65535,
+            metavar="PORT",
+            show_default=False,
+            help="Serve on this port (default: a free one).",
+        ),
+    ] = 0,
+    no_open: Annotated[bool, typer.Option("--no-open", help="Only print the URL; do not open a browser.")] = False,
+    export: Annotated[
+        Path | None,
+        typer.Option("--export", metavar="FILE.html", help="Write the view to one self-contained HTML file instead."),
+    ] = None,
+) -> None:
+    """Show the mailbox as a read-only web page on 127.0.0.1: the repos and what waits for each, conversations
+    drawn as threads, broadcasts and the repos they reached, search. Prints the page's URL (it carries an access
+    token) as the first line and serves until interrupted; new mail appears on the page as it arrives."""
+    from gitmail.web import server as web
+
+    box = open_mailbox()
+    if export is not None:
+        if port:
+            raise UsageError("--export writes a file and serves nothing; leave out --port")
+        count = web.export(box, export)
+        _say(f"wrote {count} conversation{'' if count == 1 else 's'} to {export}")
+        return
+    with web.Server(box, port=port) as server:
+        print(server.url, flush=True)
+        _say("serving the mailbox read-only on 127.0.0.1; stop with Ctrl-C")
+        web.stop_on_terminate()
+        try:
+            if not no_open and not web.open_browser(server.url):
+                _say("no graphical browser found: open the URL above in one")
+            server.serve_forever()
+        except KeyboardInterrupt:
+            _say("stopped")
+
+
+@app.command()
+def doctor(
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Also make the safe repairs: set unreadable messages aside under refs/gitmail/_damaged/ (deleting "
+            "nothing), finish a killed writer's change, remove stale lock files, restore gitmail's git settings.",
+        ),
+    ] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Check the mailbox, this repository's name and the installed hooks: run it when mail seems not to arrive.
+    Prints one line per finding, each problem with its remedy; exits 1 when there is a problem."""
+    from gitmail import doctor as checks
+
+    box = open_mailbox()
+    here = toplevel(os.getcwd())
+    repaired = checks.repair(box, here=here) if repair else []
+    report = checks.examine(box, here=here, home=Path.home(), repaired=repaired)
+    if json_output:
+        print(render.dumps(checks.as_json(report)))
+    else:
+        print(checks.describe(report), end="")
+    if report.problems:
+        raise typer.Exit(int(ExitCode.RUNTIME))
+
+
+ClaudeOption = Annotated[bool, typer.Option("--claude", help="Claude Code (~/.claude/settings.json).")]
+CodexOption = Annotated[bool, typer.Option("--codex", help="Codex ($CODEX_HOME or ~/.codex, hooks.json).")]
+NoTrustOption = Annotated[
+    bool, typer.Option("--no-trust", help="Leave trusting gitmail's Codex hook to you (Codex's /hooks review).")
+]
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Show the change as a diff; write nothing.")]
+MomentsOption = Annotated[
+    str,
+    typer.Option(
+        "--moments",
+        help="Which moments deliver mail, comma-separated: start (a session starts, resumes, forks, clears or "
+        "compacts), tool (after tool calls), prompt (the next prompt), stop (a turn ends), wake (an idle Claude Code "
+        "session; needs start), end (a session ends: its record goes).",
+    ),
+]
+
+
+McpOption = Annotated[
+    bool,
+    typer.Option("--mcp", help="The MCP server instead of the hook (Claude Code: ~/.claude.json; Codex: config.toml)."),
+]
+
+
+@app.command()
+def install(
+    claude: ClaudeOption = False,
+    codex: CodexOption = False,
+    dry_run: DryRunOption = False,
+    no_trust: NoTrustOption = False,
+    moments: MomentsOption = "start,tool,prompt,stop,wake,end",
+    mcp: McpOption = False,
+) -> None:
+    """Install the hooks that deliver mail into sessions, for Claude Code and/or Codex (default: whichever is found
+    on this machine), at every moment the host offers (--moments to choose); with --mcp, register the MCP server
+    instead. Running it again changes nothing."""
+    from gitmail.install import hooks as installer
+
+    chosen = installer.parse_moments(moments)
+    home = Path.home()
+    hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or installer.detect_hosts(home)
+    if not hosts:
+        raise GitmailError("found neither Claude Code (~/.claude) nor Codex (~/.codex); pass --claude or --codex")
+    if mcp:
+        from gitmail.install import mcp as mcpconfig
+
+        return _carry_out(mcpconfig.plan(home=home, hosts=hosts, install=True), dry_run)
+    version = installer.codex_version() if "codex" in hosts else None
+    plan = installer.plan(
+        home=home, hosts=hosts, install=True, moments=chosen, codex_version=version, trust=not no_trust
+    )
+    _carry_out(plan, dry_run)
+
+
+@app.command()
+def uninstall(
+    claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False, mcp: McpOption = False
+) -> None:
+    """Remove exactly what `gitmail install` added (default: from both hosts); with --mcp, the MCP server
+    registration `gitmail install --mcp` added."""
+    from gitmail.install import hooks as installer
+
+    hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or list(installer.HOSTS)
+    if mcp:
+        from gitmail.install import mcp as mcpconfig
+
+        return _carry_out(mcpconfig.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
+    _carry_out(installer.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
+
+
+def _carry_out(plan: install_module.Plan, dry_run: bool) -> None:
+    from gitmail.install import hooks as installer
+
+    if dry_run:
+        for change in plan.changes:
+            print(change.diff() or f"{change.path}: unchanged", end="" if change.changed else "\n")
+        if plan.trust:
+            _say(f"note: {installer.TRUST_PREVIEW}")
+    else:
+        for line in installer.apply(plan):
+            _say(line)
+    if not plan.changes:
+        _say("nothing to change")
+    for note in plan.notes:
+        _say(f"note: {note}")
+
+
+@app.command()
+def mcp(
+    print_config: Annotated[
+        bool, typer.Option("--print-config", help="Print the JSON entry MCP clients take, and exit.")
+    ] = False,
+) -> None:
+    """Run the MCP server on standard input and output (an MCP client starts it): gitmail's tools and the
+    inbox as a resource, for any agent client that speaks the Model Context Protocol."""
+    from gitmail.mcp import server as mcpserver
+
+    if print_config:
+        print(mcpserver.print_config())
+        return
+    raise typer.Exit(mcpserver.main())
+
+
+remote_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(remote_app, name="remote")
+
+
+@remote_app.callback(invoke_without_command=True)
+def remote(ctx: typer.Context) -> None:
+    """The remotes this mailbox syncs with: list them, or add, change or remove one. A remote is any git
+    repository URL (ssh, https, a path); several machines share one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from gitmail.store import machines as machine
+    from gitmail.sync import command as synccli
+
+    box = open_mailbox()
+    for entry in remotes.remotes(box):
+        print(synccli.remote_line(box, entry))
+    if not remotes.remotes(box):
+        _say("no remotes (add one: gitmail remote add NAME URL)")
+    if box.exists():
+        here = machine.current(box)
+        _say(f"this machine: {here.name} ({here.id})")
+
+
+@remote_app.command("add")
+def remote_add(
+    name: Annotated[str, typer.Argument(help="A short name for it, such as origin.")],
+    url: Annotated[str, typer.Argument(help="Any URL git accepts: ssh, https, a path.")],
+    auto: Annotated[
+        bool, typer.Option("--auto", help="Sync in the background: at session start, after a send.")
+    ] = False,
+    interval: Annotated[
+        int, typer.Option("--interval", min=1, help="Seconds between automatic syncs at session start.")
+    ] = remotes.DEFAULT_INTERVAL,
+) -> None:
+    """Add a remote to sync with. Sync copies every message (subjects, bodies, repo and machine names) to it."""
+    added = remotes.add_remote(open_mailbox(), name=name, url=url, auto=auto, interval=interval)
+    _say(f"added remote {added.name!r} ({remotes.redact(added.url)})" + (" to sync automatically" if auto else ""))
+    _say(
+        "note: sync sends the contents of every message to this remote: anyone who can read it can read your "
+        "mail. Use a private repository. Run `gitmail sync` to sync now."
+    )
+
+
+@remote_app.command("set")
+def remote_set(
+    name: Annotated[str, typer.Argument(help="The remote's name.")],
+    auto: Annotated[
+        bool | None, typer.Option("--auto/--no-auto", help="Sync in the background, or only when asked.")
+    ] = None,
+    interval: Annotated[
+        int | None, typer.Option("--interval", min=1, help="Seconds between automatic syncs at session start.")
+    ] = None,
+) -> None:
+    """Change how a remote syncs."""
+    changed = remotes.change_remote(open_mailbox(), name, auto=auto, interval=interval)
+    how = (
+        f"automatically, every {changed.interval} s at session start and after a send" if changed.auto else "when asked"
+    )
+    _say(f"{changed.name!r} syncs {how}")
+
+
+@remote_app.command("remove")
+def remote_remove(name: Annotated[str, typer.Argument(help="The remote's name.")]) -> None:
+    """Stop syncing with a remote. Nothing on the remote or in this mailbox's mail is deleted."""
+    sync.remove_remote(open_mailbox(), name)
+    _say(f"removed remote {name!r}")
+
+
+@app.command("sync")
+def sync_command(
+    name: Annotated[str | None, typer.Argument(help="One remote (default: every remote).", show_default=False)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Say nothing unless something fails.")] = False,
+    auto: Annotated[
+        bool,
+        typer.Option(
+            "--auto", help="The remotes that sync automatically, as the background does; errors go to the log."
+        ),
+    ] = False,
+) -> None:
+    """Bring this mailbox and its remotes to the same state, both ways: mail sent or archived on any machine
+    reaches every other. Nothing is ever deleted; archived mail never comes back as pending."""
+    from gitmail.sync import command as synccli
+
+    raise typer.Exit(synccli.run(name, quiet=quiet, auto=auto))
+
+
+@app.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def hook(ctx: typer.Context) -> None:
+    """Entry point for host programs: `gitmail hook session-start` reads the host's JSON on stdin and prints
+    the pending mail framed for the session. It never fails the session."""
+    from gitmail.hooks import main as hook_main
+
+    raise typer.Exit(hook_main(list(ctx.args)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="gitmail", standalone_mode=False)
+    except GitmailError as error:
+        _say(f"error: {error}")
+        return int(error.exit_code)
+    except typer.TyperException as error:  # the command line itself was wrong
+        context = getattr(error, "ctx", None)
+        if type(error).__name__ == "NoArgsIsHelpError":
+            print(error.format_message())
+            return int(ExitCode.OK)
+        hint = f" (see '{context.command_path} --help')" if context is not None else ""
+        _say(f"error: {error.format_message()}{hint}")
+        return int(error.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        _say("interrupted")
+        return 130
+    except BrokenPipeError:  # `gitmail log | head`
+        sys.stderr.close()
+        return int(ExitCode.OK)
+    except Exception as error:  # a bug, or a failure nobody foresaw: one line here, the traceback in the log
+        from gitmail.hooks import report
+
+        where = report(error, "gitmail " + " ".join(argv or sys.argv[1:])).split(": ", 1)[-1]
+        _say(f"internal error: {where} Please report it.")
+        return int(ExitCode.INTERNAL)
+    return result if isinstance(result, int) else int(ExitCode.OK)

@@ -1,0 +1,90 @@
+"""gitmail's own small files beside the mailbox: written whole or not at all, read a line at a time, and the one
+line that says why the file system refused a write. Standard library only: the hooks and the quick sync path use it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from pathlib import Path
+
+from gitmail.errors import MailboxError
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+    """Replace `path` with `data`: a reader sees the old content or the new, never a part. `durable` syncs the file
+    and its directory to disk (a record that must survive power loss); without it a crash may lose the write, never
+    tear it (caches, hints). Raises MailboxError, in one line, when the file system refuses."""
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}")
+    try:  # not tempfile: the hooks write with this, and importing tempfile costs them milliseconds
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        raise unwritable(target.parent, error) from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException as error:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        if isinstance(error, OSError):
+            raise unwritable(target.parent, error) from None
+        raise
+    if durable:
+        sync_directory(target.parent)
+
+
+def sync_directory(directory: str | os.PathLike[str]) -> None:
+    """Make the names in a directory (a file just created or renamed there) survive power loss."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_line(path: str | os.PathLike[str]) -> str:
+    """The first line of a small file, stripped; "" when it is missing or unreadable (the files read this way are
+    hints, never the record)."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.readline().strip()
+    except OSError:
+        return ""
+
+
+def write_line(path: str | os.PathLike[str], line: str) -> None:
+    """One line, rewritten in place (not renamed: a file watcher on it sees the change), for a reader of `read_line`
+    or of hook.sh's `read -r`."""
+    with open(path, "w", encoding="ascii", errors="replace") as handle:
+        handle.write(line + "\n")
+
+
+def read_text(path: str | os.PathLike[str]) -> str | None:
+    """A small file's whole text; None when it is missing or unreadable."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def unwritable(where: str | os.PathLike[str], error: OSError) -> MailboxError:
+    """One line for a write the file system refused: read-only, full, over a size limit, not permitted."""
+    reasons = {
+        errno.EROFS: "the file system is read-only",
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is used up",
+        errno.EFBIG: "a file size limit was reached",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+    }
+    reason = reasons.get(error.errno or 0, error.strerror or str(error))
+    return MailboxError(f"cannot write the mailbox at {os.fspath(where)}: {reason}")

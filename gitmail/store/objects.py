@@ -1,0 +1,321 @@
+"""git objects: written as loose objects by gitmail itself, read through git; and the mailbox repository created and
+configured with pygit2 (the only module that imports it).
+
+A message is a blob (its document), a tree holding it and a commit; broadcast hand-overs and receipts are notes
+commits. gitmail writes these objects in git's own loose format (zlib-compressed "<type> <size>\\0<content>", named
+by its SHA-1, synced to disk before it is used) instead of through libgit2: importing pygit2 alone costs more than a
+whole `gitmail send` may (the benchmark's send and session-start rows). Objects are written without refs: an object
+nothing points to yet is harmless garbage, and refs move only through checked `git update-ref` transactions
+(transaction.py), under the mailbox lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import zlib
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from gitmail.errors import MailboxError, Transient
+from gitmail.store import gitcmd, refs
+from gitmail.store.files import sync_directory, unwritable
+from gitmail.store.repository import Store
+from gitmail.values.layout import email
+from gitmail.values.message import DOCUMENT_NAME, Message
+from gitmail.values.names import RepoName
+
+BLOB, TREE = "100644", "40000"
+MAILBOX_CONFIG = {
+    "core.logAllRefUpdates": "always",  # every ref move leaves a reflog entry
+    "gc.auto": "0",  # gitmail packs under its own lock; no git command may do it behind its back
+    "gc.reflogExpire": "never",  # the reflog is the record of who archived what, when
+    "gc.reflogExpireUnreachable": "never",
+    "notes.gitmail-seen.mergeStrategy": "cat_sort_uniq",  # seen-sets merge as a union on sync
+    "gitmail.version": "2",  # 2: names in NFC, refs spelled so that case-insensitive file systems keep them apart
+}
+
+
+class Gone(MailboxError):
+    """An object a commit needs is not in the mailbox (a `git gc --prune=now` took it as it was written)."""
+
+
+class Entry(NamedTuple):
+    """One entry of a tree."""
+
+    mode: str  # BLOB or TREE (as git writes modes: no leading zero)
+    name: str
+    oid: str
+
+
+# -- the repository itself ------------------------------------------------------------------------------------------
+
+
+def init(path: Path) -> None:
+    """A new bare mailbox repository at `path` (a fresh directory), configured."""
+    pygit2 = _pygit2()
+    _isolate()
+    repo = pygit2.init_repository(str(path), bare=True)
+    try:
+        for key, value in MAILBOX_CONFIG.items():
+            repo.config[key] = value
+    finally:
+        repo.free()
+
+
+def configure(path: Path, settings: Mapping[str, str]) -> None:
+    """Set these keys in the mailbox's config (under the caller's lock)."""
+    pygit2 = _pygit2()
+    _isolate()
+    try:
+        config = pygit2.Config(str(path / "config"))
+        for key, value in settings.items():
+            config[key] = value
+    except (pygit2.GitError, OSError) as error:
+        raise MailboxError(f"cannot write the mailbox's settings at {path}: {error}") from None
+
+
+def _pygit2() -> Any:  # the module, whose import is the cost this module avoids elsewhere
+    try:
+        import pygit2
+    except ImportError:
+        raise MailboxError(
+            "creating the mailbox needs the pygit2 package, which this Python lacks (pip install gitmail)"
+        ) from None
+    return pygit2
+
+
+def _isolate() -> None:
+    """libgit2 reads no user or system git config: a user's ~/.gitconfig must not change (or break) a write."""
+    from pygit2 import settings
+    from pygit2.enums import ConfigLevel
+
+    for level in (ConfigLevel.SYSTEM, ConfigLevel.XDG, ConfigLevel.GLOBAL, ConfigLevel.PROGRAMDATA):
+        settings.search_path[level] = ""
+
+
+# -- writing --------------------------------------------------------------------------------------------------------
+
+
+class Objects:
+    """Objects written into one mailbox, and read back through git."""
+
+    def __init__(self, store: Store) -> None:
+        self.store, self.path = store, store.path
+        self._folders: set[str] = set()  # object folders written to: each synced once, when the write is done
+        self._reader: gitcmd.BatchReader | None = None  # one git cat-file for every read of this write
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def read(self, specs: Sequence[str]) -> list[bytes | None]:
+        if self._reader is None:
+            self._reader = gitcmd.BatchReader(self.path)
+        return self._reader.read(specs)
+
+    def write(self, kind: str, content: bytes) -> str:
+        """One loose object; its id. Already there (loose) costs nothing; packed, it is written loose once more,
+        which the next packing folds in."""
+        data = f"{kind} {len(content)}\0".encode() + content
+        oid = hashlib.sha1(data).hexdigest()
+        folder = self.path / "objects" / oid[:2]
+        target = folder / oid[2:]
+        if target.exists():
+            return oid
+        temporary = folder / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
+        try:
+            folder.mkdir(exist_ok=True)
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
+            try:
+                os.write(fd, zlib.compress(data, 1))
+                os.fsync(fd)  # a reported send survives power loss, not only crashes
+            finally:
+                os.close(fd)
+            try:
+                os.link(temporary, target)
+            except FileExistsError:
+                pass  # a concurrent writer of the same content: the same object
+            except OSError as error:
+                if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                    raise
+                os.replace(temporary, target)  # a file system without hard links (exFAT, FAT)
+            temporary.unlink(missing_ok=True)
+        except OSError as error:
+            try:
+                temporary.unlink(missing_ok=True)
+            except OSError:
+                pass
+            if error.errno == errno.ENOENT:  # a concurrent prune removed the object folder
+                raise Transient(f"the mailbox at {self.path} changed during the write: {error}") from None
+            raise unwritable(self.path, error) from None
+        self._folders.add(oid[:2])
+        return oid
+
+    def settle(self) -> None:
+        """Make the names of every object written so far survive power loss (before any ref names them)."""
+        try:
+            for folder in sorted(self._folders):
+                sync_directory(self.path / "objects" / folder)
+        except OSError as error:
+            raise unwritable(self.path, error) from None
+        self._folders.clear()
+
+    def tree(self, entries: Sequence[Entry]) -> str:
+        def order(entry: Entry) -> bytes:  # git sorts a folder as if its name ended in "/"
+            return entry.name.encode() + (b"/" if entry.mode == TREE else b"")
+
+        content = b"".join(
+            f"{e.mode} {e.name}\0".encode() + bytes.fromhex(e.oid) for e in sorted(entries, key=order)
+        )
+        return self.write("tree", content)
+
+    def commit_of(
+        self, tree: str, parents: Sequence[str], text: str, *, who: RepoName, when: datetime | None = None
+    ) -> str:
+        """A commit of `tree`, authored and committed by `who` at `when` (now when not given)."""
+        stamp = ident(who, when or datetime.now(UTC))
+        lines = [f"tree {tree}", *(f"parent {p}" for p in parents), f"author {stamp}", f"committer {stamp}"]
+        return self.write("commit", ("\n".join(lines) + "\n\n" + text).encode())
+
+    def commit(self, message: Message, parents: Sequence[str] = ()) -> str:
+        """The message's blob, tree and commit."""
+        blob = self.write("blob", message.document())
+        tree = self.tree([Entry(BLOB, DOCUMENT_NAME, blob)])
+        return self.commit_of(tree, parents, message.commit_message(), who=message.sender, when=message.date)
+
+    def record(self, text: str, *, who: RepoName) -> str:
+        """A commit that only says something (its tree is empty): what stands in for a lost message."""
+        return self.commit_of(self.tree([]), [], text, who=who)
+
+    def commit_tree(self, tree: str, parents: Sequence[str], text: str, *, who: RepoName) -> str:
+        """A commit of an existing tree."""
+        return self.commit_of(tree, parents, text, who=who)
+
+    def notes_commit(
+        self,
+        parent: str | None,
+        notes: Mapping[str, str],
+        *,
+        who: RepoName,
+        when: datetime,
+        text: str,
+        fan_out: bool = False,
+        merged: str | None = None,
+    ) -> str:
+        """A notes commit on top of `parent` in which each annotated object id in `notes` gets the given note
+        (replacing any old one). A note is rewritten where git's fan-out put it; a new one goes to the top of the
+        tree, or (`fan_out`, for notes that will number as many as the messages) under its first two digits.
+        With `merged`, the commit is a merge of that notes commit too (sync's union of two copies)."""
+        top = {e.name: e for e in self.entries(f"{parent}^{{tree}}")} if parent else {}
+        fanned: dict[str, dict[str, Entry]] = {}
+        for oid, note in notes.items():
+            blob = self.write("blob", note.encode())
+            fanned_before = oid[:2] in top and top[oid[:2]].mode == TREE
+            if oid in top or not (fanned_before or fan_out):
+                top[oid] = Entry(BLOB, oid, blob)
+                continue
+            folder = oid[:2]
+            if folder not in fanned:
+                fanned[folder] = {e.name: e for e in self.entries(top[folder].oid)} if fanned_before else {}
+            fanned[folder][oid[2:]] = Entry(BLOB, oid[2:], blob)
+        for folder, inside in fanned.items():
+            top[folder] = Entry(TREE, folder, self.tree(list(inside.values())))
+        parents = [p for p in (parent, merged) if p]
+        return self.commit_of(self.tree(list(top.values())), parents, text, who=who, when=when)
+
+    # -- reading, through git -----------------------------------------------------------------------------------
+
+    def entries(self, tree: str) -> list[Entry]:
+        """A tree's entries (`tree` is an id or any spec git resolves to one); Gone when it is not here."""
+        data = self.read([tree])[0]
+        if data is None:
+            raise Gone(f"tree {tree} is gone")
+        found, at = [], 0
+        while at < len(data):
+            space = data.index(b" ", at)
+            nul = data.index(b"\0", space)
+            mode, name = data[at:space].decode(), data[space + 1 : nul].decode("utf-8", "surrogateescape")
+            found.append(Entry(mode, name, data[nul + 1 : nul + 21].hex()))
+            at = nul + 21
+        return found
+
+    def note(self, tip: str | None, oid: str) -> str:
+        """The note on `oid` in the notes tree at `tip` ('' when there is none), found where git's fan-out may
+        have put it; Gone when a prune took the commit, a tree on the way or the note itself."""
+        if tip is None:
+            return ""
+        entries = self.entries(f"{tip}^{{tree}}")
+        for depth in range(3):  # oid, xx/rest, xx/yy/rest
+            here = {e.name: e for e in entries}
+            name = oid[2 * depth :]
+            if name in here and here[name].mode == BLOB:
+                data = self.read([here[name].oid])[0]
+                if data is None:
+                    raise Gone(f"a note of {tip} is gone")
+                return data.decode(errors="replace")
+            folder = here.get(oid[2 * depth : 2 * depth + 2])
+            if folder is None or folder.mode != TREE:
+                return ""
+            entries = self.entries(folder.oid)
+        return ""
+
+    def author(self, oid: str) -> tuple[str, int]:
+        """A commit's author email and time (Transient when a concurrent prune took it before its ref moved)."""
+        data = self.read([oid])[0]
+        if data is None:
+            raise Transient(f"the mailbox at {self.path} changed during the write: commit {oid} is gone")
+        for line in data.split(b"\n\n", 1)[0].split(b"\n"):
+            if line.startswith(b"author "):
+                address = line[line.rfind(b"<") + 1 : line.rfind(b">")].decode(errors="replace")
+                return address, int(line[line.rfind(b">") + 2 :].split()[0])
+        return "", 0
+
+    def readable_notes(self, commit: str) -> bool:
+        """Whether notes can be read from and built on this notes commit: it, its tree and the trees in that are
+        all here (a note whose blob is gone shows when it is read)."""
+        try:
+            return all(self.has(e.oid) for e in self.entries(f"{commit}^{{tree}}") if e.mode == TREE)
+        except Gone:
+            return False
+
+    def tree_of(self, commit: str) -> str:
+        data = self.read([commit])[0]
+        if data is None or not data.startswith(b"tree "):
+            raise Gone(f"commit {commit} is gone")
+        return data[5:45].decode()
+
+    def mended(self, tree: str) -> tuple[str, int]:
+        """The tree again without the entries whose objects are gone (at any depth), and how many were left out."""
+        kept: list[Entry] = []
+        dropped = 0
+        for entry in self.entries(tree):
+            if not self.has(entry.oid):
+                dropped += 1
+            elif entry.mode == TREE:
+                inner, lost = self.mended(entry.oid)
+                kept.append(entry._replace(oid=inner))
+                dropped += lost
+            else:
+                kept.append(entry)
+        return self.tree(kept), dropped
+
+    def has(self, oid: str) -> bool:
+        return self.read([oid])[0] is not None
+
+    def target(self, ref: str) -> str | None:
+        return refs.resolve(self.path, [ref]).get(ref)
+
+
+def ident(who: RepoName, when: datetime) -> str:
+    """`name <email> seconds ±hhmm`, as git writes an author or committer."""
+    offset = when.utcoffset()
+    minutes = int(offset.total_seconds() // 60) if offset else 0
+    sign = "-" if minutes < 0 else "+"
+    # git forbids angle brackets in names; the frontmatter keeps the exact name.
+    name = str(who).replace("<", "%3C").replace(">", "%3E")
+    return f"{name} <{email(who)}> {int(when.timestamp())} {sign}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"

@@ -1,0 +1,18 @@
+"""Opening the mailbox: the one place where a process first meets an existing mailbox, checks it, and brings a
+mailbox of an older format up to date (migrate.py) before anything reads it."""
+
+from __future__ import annotations
+
+import os
+
+from gitmail.store import migrate
+from gitmail.store.repository import Store
+
+
+def open_mailbox(path: str | os.PathLike[str] | None = None) -> Store:
+    """The mailbox at `path`, or the default one (location.py). Nothing is created until the first write; a mailbox
+    that exists is checked (MailboxError when it cannot be used) and, if of an older format, migrated."""
+    store = Store(path)
+    if store.exists():
+        migrate.on_open(store)
+    return store

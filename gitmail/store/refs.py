@@ -1,0 +1,168 @@
+"""Reading refs from the files git keeps them in, without starting git: a loose file per ref under refs/, and
+packed-refs, one sorted line per ref, which a loose file of the same name overrides. The hooks, `send` and the MCP
+server read a few refs at a time and cannot afford a git process for each look (the benchmark's session-start,
+send and MCP inbox rows); everything else lists refs with `git for-each-ref`.
+
+Reads take no lock. git writes a loose ref by renaming a finished file into place, and packed-refs by renaming a
+whole new file over the old one, so each file is read whole or not at all; a ref moving while it is read is seen
+before or after the move, as `git for-each-ref` would see it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import BinaryIO
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def resolve(mailbox: Path, refs: Iterable[str]) -> dict[str, str]:
+    """What each of these refs holds, for those that exist."""
+    found: dict[str, str] = {}
+    rest = []
+    for ref in refs:
+        oid = _loose(mailbox / ref)
+        if oid is not None:
+            found[ref] = oid
+        else:
+            rest.append(ref)
+    if rest:
+        packed = _Packed(mailbox / "packed-refs")
+        try:
+            for ref in rest:
+                oid = packed.find(ref)
+                if oid is not None:
+                    found[ref] = oid
+        finally:
+            packed.close()
+    return found
+
+
+def listing(mailbox: Path, prefix: str) -> dict[str, str]:
+    """Every ref whose name starts with `prefix` (a folder: "refs/gitmail/web/inbox/"), with what it holds."""
+    found: dict[str, str] = {}
+    packed = _Packed(mailbox / "packed-refs")
+    try:
+        found.update(packed.under(prefix))
+    finally:
+        packed.close()
+    folder = mailbox / prefix
+    if folder.is_dir():
+        for path in _files(folder):
+            oid = _loose(path)
+            if oid is not None:
+                found[prefix + os.path.relpath(path, folder).replace(os.sep, "/")] = oid
+    return found
+
+
+def _files(folder: Path) -> Iterable[str]:
+    pending = [str(folder)]
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:  # removed while listed: its refs were packed or deleted
+            continue
+        for entry in entries:
+            if entry.name.endswith(".lock"):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+            elif entry.is_file(follow_symlinks=False):
+                yield entry.path
+
+
+def _loose(path: Path | str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(128).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return text if _is_oid(text) else None
+
+
+def _is_oid(text: str) -> bool:
+    return len(text) in (40, 64) and set(text) <= _HEX
+
+
+class _Packed:
+    """packed-refs, searched by bisection: git keeps it sorted (its header says so), so finding a few refs among
+    100,000 reads a few blocks instead of the whole file. A file without that header is read line by line."""
+
+    def __init__(self, path: Path) -> None:
+        self.handle: BinaryIO | None = None
+        try:
+            self.handle = open(path, "rb")
+        except OSError:
+            return
+        self.size = os.fstat(self.handle.fileno()).st_size
+        first = self.handle.readline()
+        self.start = len(first) if first.startswith(b"#") else 0
+        self.sorted = first.startswith(b"#") and b" sorted" in first
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+
+    def find(self, ref: str) -> str | None:
+        for name, oid in self.under(ref):
+            if name == ref:
+                return oid
+            break
+        return None
+
+    def under(self, prefix: str) -> list[tuple[str, str]]:
+        """The (ref, oid) lines whose ref starts with `prefix`, in order."""
+        if self.handle is None:
+            return []
+        key = prefix.encode()
+        at = self._first_at_or_after(key) if self.sorted else self.start
+        self.handle.seek(at)
+        found = []
+        for line in self.handle:
+            if line.startswith(b"^"):
+                continue  # the peeled value of the tag above
+            oid, _, name = line.rstrip(b"\n").partition(b" ")
+            if name.startswith(key):
+                found.append((name.decode("utf-8", "replace"), oid.decode("ascii", "replace")))
+            elif self.sorted and name > key:
+                break
+        return [(name, oid) for name, oid in found if _is_oid(oid)]
+
+    def _first_at_or_after(self, key: bytes) -> int:
+        """The offset of the first line whose ref is not below `key` (the file's end when there is none). The
+        first line starting at or after a position has a ref that never decreases as the position grows: bisect on
+        the position."""
+        low, high = self.start, self.size
+        while low < high:
+            middle = (low + high) // 2
+            if self._line_from(middle)[1] >= key:
+                high = middle
+            else:
+                low = middle + 1
+        return self._line_from(low)[0]
+
+    def _line_start(self, offset: int) -> int:
+        """The start of the line that `offset` is in, or of the next one when `offset` starts one."""
+        assert self.handle is not None
+        if offset <= self.start:
+            return self.start
+        self.handle.seek(offset - 1)
+        if self.handle.read(1) == b"\n":
+            return offset
+        self.handle.readline()
+        return self.handle.tell()
+
+    def _line_from(self, offset: int) -> tuple[int, bytes]:
+        """The first line that starts at or after `offset` (skipping peeled lines): its start and its ref."""
+        assert self.handle is not None
+        start = self._line_start(offset)
+        self.handle.seek(start)
+        while True:
+            line = self.handle.readline()
+            if not line:
+                return self.size, b"\xff"
+            if not line.startswith(b"^"):
+                return start, line.rstrip(b"\n").partition(b" ")[2]
+            start = self.handle.tell()

@@ -1,0 +1,423 @@
+"""The mailbox repository: whether what is at the path may be used as one, its settings, reads without a lock, the
+write lock, and creating it.
+
+Reads go through `git for-each-ref` and `git cat-file --batch`: listing refs under a prefix costs git the same
+whether the mailbox holds 10 or 100,000 other refs (libgit2 walks every ref), and a session-start read cannot
+afford pygit2's import. Writes (writer.py) move refs with `git update-ref` transactions that check each ref against
+the value they expect (transaction.py), under the mailbox's lock (lock.py). Opening a mailbox, which may bring an
+older format up to date, is opening.py's.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from gitmail.errors import MailboxError, UsageError
+from gitmail.store import gitcmd, gitconfig, history, lock, stamps, transaction
+from gitmail.store.files import unwritable
+from gitmail.store.location import MAILBOX_ENV, OWN_DIR, default_path
+from gitmail.store.lock import Deadline
+from gitmail.store.log import problem
+from gitmail.values.layout import ROOT, Located, locate
+from gitmail.values.names import RepoName, first_format_ref, from_address, nfd
+
+MARK_KEY = "gitmail.version"  # set in every mailbox gitmail made: what makes a repository one
+WRITE_WAIT = 10.0  # seconds a command waits for another writer
+
+
+class Store:
+    """One mailbox repository. Reading never creates it; the first write does."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_path()
+        self._checked = False
+        self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
+        self._reader: gitcmd.BatchReader | None = None  # a cat-file kept running, for long-lived processes
+
+    # -- existence and health ---------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        """True when a mailbox is at the path (an empty directory is not one yet); raises if what is there
+        cannot be used as one."""
+        try:
+            if not os.path.lexists(self.path) or (self.path.is_dir() and not any(self.path.iterdir())):
+                return False
+        except OSError as error:
+            raise MailboxError(f"cannot read the mailbox at {self.path}: {error.strerror or error}") from None
+        self.check()
+        return True
+
+    def check(self) -> None:
+        if self._checked:
+            return
+        where = self.path
+        try:
+            if not where.is_dir():
+                raise MailboxError(f"mailbox path {where} exists but is not a directory")
+            check_ownership(where)
+            head, config = where / "HEAD", where / "config"
+            if not head.is_file() or not (where / "objects").is_dir() or not config.is_file():
+                raise MailboxError(f"mailbox path {where} is not a git repository")
+            config.read_bytes()
+            head.read_bytes()
+            os.listdir(where / "refs")
+        except MailboxError:
+            raise
+        except OSError as error:
+            raise MailboxError(f"cannot read the mailbox at {where}: {error.strerror or error}") from None
+        settings = self.settings()
+        if (settings.get("extensions.refstorage") or "").lower() == "reftable":
+            raise MailboxError(
+                f"mailbox at {where} uses the reftable ref format, which gitmail cannot use; "
+                "move it away and gitmail will create a new one"
+            )
+        if settings.get(MARK_KEY) is None:
+            if not settings.flag("core.bare", default=True) or where.name == ".git":
+                raise MailboxError(
+                    f"{where} is a project's git repository, not a gitmail mailbox; point {MAILBOX_ENV} at a new path"
+                )
+            raise MailboxError(
+                f"{where} is a git repository gitmail did not create; point {MAILBOX_ENV} at a new or empty path"
+            )
+        self._checked = True
+
+    @property
+    def own_dir(self) -> Path:
+        return self.path / OWN_DIR
+
+    def settings(self) -> gitconfig.Config:
+        """The mailbox's git config, read without starting git where gitmail's reader follows it (the hooks ask at
+        every session start), else from git."""
+        found = gitconfig.load(self.path / "config")
+        if found is not None:
+            return found
+        try:
+            listed = self.git("config", "--includes", "--list", "-z").decode(errors="replace")
+        except gitcmd.GitFailed:
+            listed = ""
+        pairs = [item.partition("\n") for item in listed.split("\0") if item]
+        return gitconfig.Config([(key.lower(), value if sep else None) for key, sep, value in pairs])
+
+    def setting(self, name: str) -> str | None:
+        """`git config gitmail.NAME`, or None."""
+        return self.settings().get(f"gitmail.{name}")
+
+    def flag(self, name: str, default: bool = True) -> bool:
+        return self.settings().flag(f"gitmail.{name}", default)
+
+    def writable(self) -> bool:
+        """Whether this process may write the mailbox (a read-only mailbox is still read)."""
+        return os.access(self.own_dir if self.own_dir.is_dir() else self.path, os.W_OK)
+
+    # -- lock-free reads through git --------------------------------------------------------------------------
+
+    def readable(self, patterns: Sequence[str]) -> list[str]:
+        """Ref patterns (or `--glob=` arguments) for reads: in a mailbox not yet migrated (migrate.py), each pattern
+        for one repo's refs also matches the spellings the first format gave that repo's name."""
+        if not self.old_names:
+            return list(patterns)
+        return [spelled for pattern in patterns for spelled in (pattern, *_old_spellings(pattern))]
+
+    def git(
+        self,
+        *args: str,
+        stdin: bytes | None = None,
+        pass_fds: Sequence[int] = (),
+        env: dict[str, str] | None = None,
+    ) -> bytes:
+        return gitcmd.run(self.path, *args, stdin=stdin, env=env, pass_fds=pass_fds)
+
+    def refs(self, *patterns: str, count: int | None = None) -> list[Located]:
+        """Message refs under the given prefixes (or glob patterns), parsed; foreign refs are ignored."""
+        if not self.exists():
+            return []
+        limit = [f"--count={count}"] if count is not None else []
+        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", *limit, *self.readable(patterns))
+        found = []
+        for line in out.decode(errors="replace").splitlines():
+            oid, _, ref = line.partition(" ")
+            place = locate(ref, oid)
+            if place:
+                found.append(place)
+        return found
+
+    def log_refs(self, *args: str) -> list[tuple[str, list[str]]]:
+        """Commits `git log` selects with the given arguments, newest first, with their gitmail refs. A ref among
+        those the `--glob` arguments name whose commit is missing comes last, as a row of its own: git log skips
+        it, and its readers find no document there and report it. Finding those costs nothing while every ref
+        is whole: git log fails on such a ref, and only then are they looked for."""
+        if not self.exists():
+            return []
+        try:
+            return self._log(*args)
+        except gitcmd.GitFailed as failure:
+            if not re.search(r"\b(bad|missing) object\b", failure.stderr):
+                raise
+        globs = [a.split("=", 1)[1] for a in args if a.startswith("--glob=")]
+        return self._log("--ignore-missing", *args) + [(p.oid, [p.ref]) for p in self.dangling(*globs)]
+
+    def _log(self, *args: str) -> list[tuple[str, list[str]]]:
+        out = self.git(
+            "log",
+            "--no-color",
+            "--no-show-signature",
+            "--format=%H%x00%D",
+            "--decorate-refs=refs/gitmail/",
+            *self.readable(args),
+        )
+        rows = []
+        for line in out.decode(errors="replace").splitlines():
+            oid, _, decorations = line.partition("\x00")
+            rows.append((oid, [d for d in decorations.split(", ") if d]))
+        return rows
+
+    def dangling(self, *patterns: str) -> list[Located]:
+        """Message refs under these prefixes whose commit the mailbox no longer has (a `git gc --prune=now` ran
+        while they were being written)."""
+        if not patterns:
+            return []
+        places = self.refs(*patterns)
+        gone = self.missing([p.oid for p in places])
+        return [p for p in places if p.oid in gone]
+
+    def read(self, specs: Sequence[str]) -> list[bytes | None]:
+        """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing."""
+        if not specs:
+            return []
+        if self._reader is not None:
+            return self._reader.read(specs)
+        out = self.git("cat-file", "--batch", "--buffer", stdin="".join(s + "\n" for s in specs).encode())
+        return gitcmd.parse_batch(out, len(specs))
+
+    def keep_reading(self) -> None:
+        """For a process that reads this mailbox many times (the MCP server): keep one `git cat-file` running for
+        `read` instead of starting one per read. `close` stops it."""
+        if self._reader is None:
+            self._reader = gitcmd.BatchReader(self.path)
+
+    def close(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
+
+    def targets(self, refs: Sequence[str]) -> dict[str, str]:
+        """What each of these refs points at, for those that exist and point at an object the mailbox has."""
+        if not refs:
+            return {}
+        out = self.git("cat-file", "--batch-check=%(objectname)", stdin="".join(r + "\n" for r in refs).encode())
+        lines = out.decode(errors="replace").splitlines()
+        return {ref: line for ref, line in zip(refs, lines, strict=True) if not line.endswith(" missing")}
+
+    def written(self, refs: Sequence[str]) -> dict[str, str]:
+        """Of these refs, the ones that exist, with what they hold, whether or not the mailbox has that object:
+        found as git stores them (a loose file, or a line of packed-refs). For the few refs `targets` did not
+        find, to tell a ref whose commit is gone from one that is not there."""
+        found: dict[str, str] = {}
+        for ref in refs:
+            try:
+                found[ref] = (self.path / ref).read_text(encoding="ascii", errors="replace").strip()
+            except OSError:
+                continue
+        rest = set(refs) - set(found)
+        if rest:
+            try:
+                with open(self.path / "packed-refs", encoding="utf-8", errors="replace") as packed:
+                    for line in packed:
+                        oid, _, ref = line.rstrip("\n").partition(" ")
+                        if ref in rest:
+                            found[ref] = oid
+            except OSError:
+                pass
+        return {ref: oid for ref, oid in found.items() if len(oid) >= 40}
+
+    def whole(self, oid: str) -> bool:
+        """Whether this commit and everything it reaches (its tree, its documents, the commits it answers) are
+        here: what git fsck and git gc need of every ref."""
+        try:
+            out = self.git("rev-list", "--objects", "--missing=print", oid)
+        except gitcmd.GitFailed:  # the commit, or one it reaches, is gone
+            return False
+        return not any(line.startswith("?") for line in out.decode(errors="replace").splitlines())
+
+    def missing(self, oids: Sequence[str]) -> set[str]:
+        """Which of these objects the mailbox does not have."""
+        if not oids:
+            return set()
+        out = self.git(
+            "cat-file", "--batch-check=%(objectname)", "--buffer", stdin="".join(o + "\n" for o in oids).encode()
+        )
+        lines = out.decode(errors="replace").splitlines()
+        return {oid for oid, line in zip(oids, lines, strict=True) if line.endswith(" missing")}
+
+    # -- writes -------------------------------------------------------------------------------------------------
+
+    def create(self) -> None:
+        """Create the mailbox if absent: built aside and renamed into place, so racing creators never clash."""
+        if self.exists():
+            return
+        import tempfile
+
+        from gitmail.store import objects
+
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            building = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.new-", dir=self.path.parent))
+        except OSError as error:
+            raise unwritable(self.path.parent, error) from None
+        try:
+            objects.init(building)
+            (building / OWN_DIR).mkdir(mode=0o700)
+            os.chmod(building, 0o700)
+            try:
+                os.rename(building, self.path)
+            except OSError as error:
+                if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise unwritable(self.path.parent, error) from None
+        except OSError as error:
+            raise unwritable(self.path.parent, error) from None
+        finally:
+            if building.exists():
+                _remove_tree(building)
+        self._checked = False
+        self.check()
+
+    @contextmanager
+    def locked(self, *, timeout: float = WRITE_WAIT, deadline: Deadline | None = None) -> Iterator[int]:
+        """Hold the mailbox's write lock; finish any change a dead writer left half-applied."""
+        self.create()
+        try:
+            self.own_dir.mkdir(mode=0o700, exist_ok=True)
+        except OSError as error:
+            raise unwritable(self.path, error) from None
+        fd = lock.open_lock(self.own_dir)
+        try:
+            lock.acquire(fd, deadline or Deadline(timeout), self.path)
+            self._finish_dead_writers_change(fd)
+            yield fd
+        finally:
+            os.close(fd)  # releases the flock
+
+    def recent(self, names: Sequence[str], wanted: int) -> list[history.Line] | None:
+        """The newest lines of these history files; None when the index cannot be had (a mailbox this process
+        may not write, whose index was never built; a mailbox whose migration is not finished)."""
+        if not self.exists():
+            return []
+        if self.old_names:
+            return None  # refs are still being renamed: the index is built once they all have their names
+        if not history.complete(self.path):
+            if not self.writable():
+                return None
+            with self.locked():
+                if not history.complete(self.path):
+                    history.rebuild(self.path, self._every_message())
+        return history.newest(self.path, names, wanted)
+
+    def _every_message(self) -> list[history.Line]:
+        fields = "%(objectname) %(refname) %(authordate:unix) %(authoremail)"
+        try:
+            rows = self.git("for-each-ref", f"--format={fields}", "refs/gitmail/").decode(errors="replace")
+        except gitcmd.GitFailed:  # a ref whose commit is gone: git reads what is there, the rest is named
+            out = self.git("log", "--no-walk", "--ignore-missing", "--format=%H %at %ae", "--glob=refs/gitmail/")
+            dated = {oid: rest for oid, _, rest in (row.partition(" ") for row in out.decode().splitlines())}
+            listed = self.git("for-each-ref", "--format=%(objectname) %(refname)", "refs/gitmail/").decode()
+            now = str(int(time.time()))  # a message whose commit is gone has no date: it is news now
+            rows = "\n".join(
+                f"{row} {dated.get(row.split(' ', 1)[0], f'{now} <>')}" for row in listed.splitlines() if " " in row
+            )
+        lines = []
+        for row in rows.splitlines():
+            oid, ref, when, email = (row.split(" ", 3) + ["", "", ""])[:4]
+            place = locate(ref, oid)
+            if place is None or not when.isdigit():
+                continue
+            recipient = place.recipient.ref if place.recipient is not None else history.BROADCAST
+            sender = from_address(email)
+            lines.append(history.Line(int(when), place.id, recipient, sender.ref if sender else history.UNKNOWN))
+        return lines
+
+    def _finish_dead_writers_change(self, fd: int) -> None:
+        """Replay a journal a killed writer left. One whose objects are gone (a `git gc --prune=now` ran since) is
+        set aside whole and logged: the command that wrote it never reported success, and the rest of the mailbox
+        must go on working."""
+        journal = lock.Journal(self.own_dir)
+        if not journal.exists():
+            return
+        try:
+            changes = journal.load()
+        except (OSError, ValueError) as error:
+            kept = journal.set_aside()
+            problem(self.path, f"set aside an unreadable journal ({error}) as {kept.name}")
+            return
+        lock.remove_left_by_dead_writer(self.path, [c.ref for c in changes])
+        gone = self.missing([c.new for c in changes if c.new is not None])
+        if gone:
+            kept = journal.set_aside()
+            problem(
+                self.path,
+                f"set aside an unfinished change whose objects are gone ({', '.join(sorted(gone))}) as {kept.name}: "
+                + "; ".join(f"{c.ref} {c.old or '-'} -> {c.new or '-'}" for c in changes),
+            )
+            return
+        finish = "gitmail: finish a change its writer did not"
+        transaction.update_refs(
+            self.path, changes, finish, RepoName("gitmail"), fd, Deadline(lock.GIT_LOCK_WAIT), verify=False
+        )
+        journal.clear()
+        history.forget(self.path)  # what the dead writer brought in is found when the index is rebuilt
+        stamps.bump(self.path, *transaction.touched(changes, None))
+
+
+def check_ownership(where: Path) -> None:
+    """Refuse a mailbox another user owns or could change (as ssh refuses a key file others can write): its
+    config and refs decide what gitmail runs and delivers. Inside a private (0700) mailbox nobody else can reach
+    anything, whatever the modes there."""
+    uid = os.getuid()
+    root = where.stat()
+    _check_owned(where, root, uid, where)
+    if not stat.S_IMODE(root.st_mode) & 0o077:
+        return
+    for path in (where / "config", where / "refs", where / "objects", where / "hooks", where / OWN_DIR):
+        try:
+            _check_owned(path, path.lstat(), uid, where)
+        except FileNotFoundError:
+            continue
+
+
+def _check_owned(path: Path, info: os.stat_result, uid: int, where: Path) -> None:
+    if info.st_uid != uid:
+        raise MailboxError(
+            f"{path} belongs to another user (uid {info.st_uid}); gitmail uses only a mailbox you own "
+            f"(fix: chown -R {uid} {where}, or set {MAILBOX_ENV} to a mailbox of your own)"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(info.st_mode):
+        raise MailboxError(
+            f"{path} can be changed by other users (mode {stat.S_IMODE(info.st_mode):o}); "
+            f"gitmail refuses such a mailbox (fix: chmod -R go-w {where})"
+        )
+
+
+def _old_spellings(pattern: str) -> list[str]:
+    option = "--glob=" if pattern.startswith("--glob=") else ""
+    ref = pattern[len(option) :]
+    if not ref.startswith(ROOT):
+        return []
+    component, slash, rest = ref[len(ROOT) :].partition("/")
+    try:
+        name = RepoName.from_ref(component)
+    except UsageError:
+        return []
+    old = {first_format_ref(name), first_format_ref(nfd(name))} - {component}
+    return [f"{option}{ROOT}{spelling}{slash}{rest}" for spelling in sorted(old)]
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

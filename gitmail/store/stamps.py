@@ -1,0 +1,69 @@
+"""Change stamps: one small file per repo (and one for broadcasts) that every new message for it rewrites.
+
+A hook that fires on every tool call must know, without starting Python, whether anything arrived for its
+repository since its session last looked. The stamp is that signal: hook.sh compares it with the stamps the session
+last saw, using shell built-ins only (hookfiles.py defines the files and lines). A stamp holds the id of the latest
+message written for that name; it is rewritten in place (not replaced by rename) so that a file watcher on it sees
+a change. Stamps are hints, never the record: a stamp that is lost or garbled only costs one Python run that finds
+nothing new.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from gitmail.store import hookfiles
+from gitmail.store.files import read_line, write_line
+from gitmail.values.names import RepoName
+
+
+def directory(mailbox: Path) -> Path:
+    return hookfiles.folder(mailbox, hookfiles.STAMPS)
+
+
+def path(mailbox: Path, repo: RepoName | None) -> Path:
+    """The stamp of a repo's directed mail, or (None) of broadcasts."""
+    return hookfiles.stamp_file(mailbox, None if repo is None else repo.ref)
+
+
+def bump(mailbox: Path, names: Iterable[RepoName | None], value: str) -> None:
+    """Mark a change in what these repos have pending (None: the broadcasts). Never fails the write it follows."""
+    try:
+        directory(mailbox).mkdir(mode=0o700, exist_ok=True)
+        for name in names:
+            write_line(path(mailbox, name), value)
+    except OSError:
+        pass
+
+
+def bump_claims(mailbox: Path, value: str) -> None:
+    """Which repository uses which name changed: trust labels may read differently now."""
+    try:
+        directory(mailbox).mkdir(mode=0o700, exist_ok=True)
+        write_line(hookfiles.claims_stamp(mailbox), value)
+    except OSError:
+        pass
+
+
+def read(mailbox: Path, repo: RepoName) -> str:
+    """The line a session compares (`hookfiles.stamps_line`)."""
+    return hookfiles.stamps_line(repo.ref, read_line(path(mailbox, repo)), read_line(path(mailbox, None)))
+
+
+def claims(mailbox: Path) -> str:
+    return read_line(hookfiles.claims_stamp(mailbox))
+
+
+def ensure(mailbox: Path, repo: RepoName) -> list[Path]:
+    """Both stamp files, created empty if missing (a file watcher needs something to watch)."""
+    files = [path(mailbox, repo), path(mailbox, None)]
+    try:
+        directory(mailbox).mkdir(mode=0o700, exist_ok=True)
+        for file in files:
+            if not file.exists():
+                os.close(os.open(file, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError:
+        return []
+    return files

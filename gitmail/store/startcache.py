@@ -1,0 +1,69 @@
+"""Session starts that would show exactly what the last one showed, answered without Python.
+
+A directed message is shown at every session start until it is done, so most session starts in a repository show
+what the one before showed. When a showing changed nothing that the next one depends on (no broadcast handed
+over, every receipt written, no concurrent change), its answer is kept here with the key it was made under
+(`hookfiles.kept_key`). hook.sh compares that key with the current one using shell built-ins, and on a match writes
+the session's record and prints the kept answer. Any change to the mail, the names or the hook's environment makes
+a new key, and Python answers again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from gitmail.store import hookfiles, stamps
+from gitmail.store.files import write_atomically
+from gitmail.values.names import RepoName
+
+
+def key(mailbox: Path, stamps_line: str, *, watch: bool) -> str:
+    return hookfiles.kept_key(stamps_line, stamps.claims(mailbox), watch=watch)
+
+
+def keep(
+    mailbox: Path,
+    host: str,
+    repo: RepoName,
+    *,
+    key: str,
+    record: dict[str, Any],
+    answer: dict[str, Any] | None,
+    due: float | None = None,
+) -> None:
+    """Keep a settled session start's answer. The key goes last, so a reader that finds it finds the rest. With
+    `due` (a remote syncs automatically), the answer is kept only until then: a `.due` file whose modification
+    time is that moment, which hook.sh compares with the session record it has just written (`-nt`), and once it
+    has passed Python answers again and starts the background sync."""
+    files = hookfiles.kept(mailbox, host, repo.ref)
+    try:
+        files.key.parent.mkdir(mode=0o700, exist_ok=True)
+        files.key.unlink(missing_ok=True)  # no reader pairs the old key with the new files
+        if due is None:
+            files.due.unlink(missing_ok=True)
+        else:
+            write_atomically(files.due, b"", durable=False)
+            os.utime(files.due, (due, due))
+        text = json.dumps(answer, ensure_ascii=False) + "\n" if answer else ""
+        write_atomically(files.answer, text.encode(), durable=False)
+        write_atomically(files.record, (json.dumps(record, sort_keys=True) + "\n").encode(), durable=False)
+        write_atomically(files.key, (key + "\n").encode(), durable=False)
+    except Exception:  # a cache that cannot be written costs only speed
+        return
+
+
+def forget_all(mailbox: Path) -> None:
+    """No session start is answered from what was kept (what one must do changed: a remote was added, changed or
+    removed)."""
+    for kept in hookfiles.folder(mailbox, hookfiles.CACHE).glob("*.key"):
+        kept.unlink(missing_ok=True)
+
+
+def forget(mailbox: Path, host: str, repo: RepoName) -> None:
+    try:
+        hookfiles.kept(mailbox, host, repo.ref).key.unlink()
+    except OSError:
+        pass

@@ -1,0 +1,180 @@
+"""Writing the mailbox: what may be done while holding its lock. Objects are written first (an object nothing
+points to yet is harmless garbage); refs move only through `Writer.apply`, one checked transaction per change, with
+a journal a later writer replays if this one dies midway.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+
+from gitmail.errors import MailboxError
+from gitmail.store import history, lock, machines, objects, stamps, transaction
+from gitmail.store.lock import Deadline
+from gitmail.store.log import problem
+from gitmail.store.objects import Objects
+from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store
+from gitmail.store.transaction import reflog
+from gitmail.values.layout import Change, damaged_ref, locate
+from gitmail.values.message import Message
+from gitmail.values.names import RepoName, from_address
+
+LOOSE_OBJECTS_BEFORE_PACKING = 27  # in the objects/17 sample: ~6,900 loose objects, git gc's own threshold
+
+
+@contextmanager
+def writing(
+    store: Store, *, actor: RepoName, timeout: float = WRITE_WAIT, deadline: Deadline | None = None
+) -> Iterator[Writer]:
+    """Hold the lock and write: every ref change through the Writer's `apply`."""
+    deadline = deadline or Deadline(timeout)
+    with store.locked(deadline=deadline) as fd:
+        if store.settings().get(MARK_KEY) is None:  # a mailbox whose settings were lost: gitmail's back first
+            objects.configure(store.path, objects.MAILBOX_CONFIG)
+        made = Objects(store)
+        try:
+            writer = Writer(store, made, actor, fd, deadline)
+            yield writer
+            writer.maintain()
+        finally:
+            made.close()
+
+
+class Writer:
+    """What may be done while holding the lock. Every ref change goes through `apply`."""
+
+    def __init__(self, store: Store, objects: Objects, actor: RepoName, lock_fd: int, deadline: Deadline) -> None:
+        self.store, self.objects, self.actor, self.lock_fd = store, objects, actor, lock_fd
+        self.deadline = deadline
+        self._wrote = False
+        self._readable: dict[str, bool] = {}  # notes commits looked at: whether they can be built on
+        self._told: set[tuple[str, str | None]] = set()  # notes refs whose damage was logged, with what replaced it
+
+    def target(self, ref: str) -> str | None:
+        return self.objects.target(ref)
+
+    def commit(self, message: Message, parents: Sequence[str] = ()) -> str:
+        """Write the message's blob, tree and commit (no ref yet: unreferenced objects are harmless garbage).
+        The commit records the machine it was written on."""
+        self._wrote = True
+        return self.objects.commit(message._replace(machine=machines.current(self.store)), parents)
+
+    def apply(self, changes: Sequence[Change], reason: str) -> None:
+        """Make every change or none. Each is checked against the value it expects (git update-ref refuses the
+        transaction otherwise). The journal is written first: a change of several refs is replayed if this process
+        dies, and the next writer knows which ref locks it may have left."""
+        arrivals = self._arrivals(changes)  # before the journal: a failure here leaves nothing to finish
+        self.objects.settle()  # every object the refs will name is on disk before they name it
+        journal = lock.Journal(self.store.own_dir)
+        journal.record(changes, durable=len(changes) > 1)
+        try:
+            transaction.update_refs(
+                self.store.path, changes, reason, self.actor, self.lock_fd, self.deadline, verify=True
+            )
+        finally:
+            journal.clear()  # done, or refused whole before anything moved
+        self._wrote = True
+        stamps.bump(self.store.path, *transaction.touched(changes, self.actor))
+        if arrivals and history.complete(self.store.path):
+            try:
+                history.append(self.store.path, arrivals)
+            except OSError:
+                history.forget(self.store.path)  # rebuilt from the refs when next needed
+
+    def _arrivals(self, changes: Sequence[Change]) -> list[history.Line]:
+        """History lines for the messages these changes bring into the mailbox (a move within it is no arrival)."""
+        moved = {p.id for c in changes if c.new is None and c.old and (p := locate(c.ref, c.old))}
+        lines = []
+        for change in changes:
+            place = locate(change.ref, change.new) if change.old is None and change.new else None
+            if place is None or place.id in moved:
+                continue
+            address, when = self.objects.author(place.oid)
+            recipient = place.recipient.ref if place.recipient is not None else history.BROADCAST
+            sender = from_address(address)
+            lines.append(history.Line(when, place.id, recipient, sender.ref if sender else history.UNKNOWN))
+        return lines
+
+    def note_lines(
+        self,
+        notes_ref: str,
+        additions: Mapping[str, Sequence[str]],
+        *,
+        who: RepoName,
+        when: datetime,
+        fan_out: bool = False,
+    ) -> tuple[Change | None, list[str]]:
+        """A notes commit adding these lines to the notes on these objects (kept sorted and unique, so copies
+        merge as a union), and the ref change that would publish it; None and [] when every line is there."""
+        current = self.target(notes_ref)
+        notes: dict[str, str] = {}
+        for oid, lines in additions.items():
+            old = set(self.note(notes_ref, oid).splitlines())
+            if not set(lines) <= old:
+                notes[oid] = "".join(f"{line}\n" for line in sorted(old | set(lines)))
+        parent = self.notes_tip(notes_ref)  # the commit every note above was read from
+        if not notes:  # a tip lost to a prune is put back even when there is nothing to add
+            return (Change(notes_ref, parent, current) if parent is not None and parent != current else None), []
+        text = f"gitmail: notes for {' '.join(notes)} by {who}\n"
+        commit = self.objects.notes_commit(parent, notes, who=who, when=when, text=text, fan_out=fan_out)
+        return Change(notes_ref, commit, current), list(notes)
+
+    def note(self, notes_ref: str, oid: str) -> str:
+        """The note on `oid` in the commit of `notes_ref` that `notes_tip` chooses ('' when there is none)."""
+        while True:
+            tip = self.notes_tip(notes_ref)
+            try:
+                return self.objects.note(tip, oid)
+            except objects.Gone:  # this commit lost a note to a prune: building on it would keep the hole in history
+                self._readable[tip or ""] = False
+
+    def notes_tip(self, notes_ref: str) -> str | None:
+        """The commit the next notes commit on `notes_ref` builds on: its tip, or, when a `git gc --prune=now`
+        took the tip or part of it while it was being written, the newest commit the ref's reflog names that the
+        mailbox still has whole enough to read. Only what those writes added is lost, and notes go on being
+        written (`gitmail doctor --repair` mends the ref's history)."""
+        tip = self.target(notes_ref)
+        if tip is None or self._readable_notes(tip):
+            return tip
+        older = (new for _, new in reversed(reflog(self.store.path, notes_ref)) if new != tip)
+        kept = next((new for new in older if self._readable_notes(new)), None)
+        if (notes_ref, kept) not in self._told:
+            self._told.add((notes_ref, kept))
+            problem(
+                self.store.path,
+                f"{notes_ref} pointed at {tip}, which the mailbox no longer has whole; went on from {kept}",
+            )
+        return kept
+
+    def _readable_notes(self, commit: str) -> bool:
+        if commit not in self._readable:
+            self._readable[commit] = self.objects.readable_notes(commit)
+        return self._readable[commit]
+
+    def set_aside(self, ref: str, oid: str, what: str) -> list[Change]:
+        """The changes that move a damaged message ref out of every listing, into refs/gitmail/_damaged/, never
+        deleting what is known of it. A ref whose commit is gone, or lacks part of what it reaches, cannot point
+        there (git refuses a ref to a missing object; git fsck and git gc fail on a commit with parts missing): a
+        small commit recording the ref and the lost commit id stands in for it."""
+        kept = oid
+        if not self.store.whole(oid):
+            text = f"gitmail: {what} set aside: {ref} pointed at {oid}, which the mailbox no longer has whole\n"
+            kept = self.objects.record(text, who=self.actor)
+        return [Change(damaged_ref(ref), kept, None), Change(ref, None, oid)]
+
+    def maintain(self) -> None:
+        """Pack loose objects and refs once enough have piled up (git gc's own measure), still under the lock."""
+        sample = self.store.path / "objects" / "17"
+        loose = len(os.listdir(sample)) if sample.is_dir() else 0
+        if not self._wrote or loose <= LOOSE_OBJECTS_BEFORE_PACKING:
+            return
+        # The git children share the lock, so it stays held even if this process dies before they finish.
+        waits = ("-c", f"core.packedRefsTimeout={int(lock.GIT_LOCK_WAIT * 1000)}")
+        try:
+            self.store.git(*waits, "pack-refs", "--all", "--prune", pass_fds=(self.lock_fd,))
+            # Geometric repacking rolls loose objects into packs while keeping the number of packs logarithmic.
+            self.store.git("repack", "-d", "-q", "--geometric=2", pass_fds=(self.lock_fd,))
+        except MailboxError as error:  # packing is housekeeping: the write itself has landed
+            problem(self.store.path, f"packing was put off: {error}")

@@ -1,0 +1,111 @@
+"""`gitmail sync`, run without the command-line library: users, cron and the background start run it, and a sync
+that finds nothing new should cost little more than the fetch it makes. `python -m gitmail sync [NAME] [--quiet]
+[--auto]` comes here straight from __main__ (as the hook does); the typer command of the same name, for --help,
+calls `run` too. Like cli.main, it turns errors into one line and an exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from gitmail.errors import ExitCode, GitmailError
+
+TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
+if TYPE_CHECKING:
+    from gitmail.store.repository import Store
+    from gitmail.sync.engine import Outcome
+    from gitmail.sync.remotes import Remote
+
+LOCK_WAIT = 120.0  # seconds a sync run by hand waits for one already running (a background one, say)
+
+
+def main(argv: list[str]) -> int | None:
+    """The exit code, or None when the arguments are not this command's plain forms (then typer handles them)."""
+    names = [a for a in argv if not a.startswith("-")]
+    flags = {a for a in argv if a.startswith("-")}
+    if len(names) > 1 or not flags <= {"--quiet", "-q", "--auto"}:
+        return None
+    name, quiet, auto = (names[0] if names else None), bool(flags & {"--quiet", "-q"}), "--auto" in flags
+    if not auto:
+        from gitmail.sync.quick import up_to_date
+
+        try:
+            found = up_to_date(name)
+        except GitmailError:  # git is missing, say: the whole way says so properly
+            found = None
+        if found is not None:
+            for remote in found if not quiet else ():
+                _say(f"{remote}: up to date")
+            return int(ExitCode.OK)
+    return run(name, quiet=quiet, auto=auto)
+
+
+def run(name: str | None, *, quiet: bool = False, auto: bool = False) -> int:
+    from gitmail.store.opening import open_mailbox
+    from gitmail.sync import engine as sync
+    from gitmail.sync.remotes import SyncError
+
+    try:
+        store = open_mailbox()
+        if auto:
+            return sync.run_background(store)
+        failed = False
+        for result in sync.sync_all(store, name, wait=LOCK_WAIT):
+            if isinstance(result, SyncError):
+                _say(f"error: {result}")
+                failed = True
+            elif not quiet:
+                _say(describe(result))
+        return int(ExitCode.RUNTIME) if failed else int(ExitCode.OK)
+    except GitmailError as error:
+        _say(f"error: {error}")
+        return int(error.exit_code)
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 130
+
+
+def describe(outcome: Outcome) -> str:
+    """One line on what a sync did."""
+    if outcome.quiet and not outcome.conflicts:
+        return f"{outcome.remote}: up to date"
+    counts = [
+        (outcome.received, "new here"),
+        (outcome.moved_here, "archived or retracted here"),
+        (outcome.sent, "new there"),
+        (outcome.moved_there, "archived or retracted there"),
+    ]
+    parts = [f"{n} {_messages(n)} {what}" for n, what in counts if n]
+    if outcome.notes:
+        parts.append("hand-overs merged")
+    if outcome.conflicts:
+        parts.append(
+            f"{outcome.conflicts} {_messages(outcome.conflicts)} differ and were left as they are (see the log)"
+        )
+    return f"synced with {outcome.remote}: {', '.join(parts) or 'up to date'}"
+
+
+def _messages(n: int) -> str:
+    return "message" if n == 1 else "messages"
+
+
+def _say(text: str) -> None:
+    print(f"gitmail: {text}", file=sys.stderr)
+
+
+def remote_line(store: Store, remote: Remote) -> str:
+    """`gitmail remote`'s line for one remote: name, URL, how it syncs, how the last sync went."""
+    import time
+
+    from gitmail.sync import remotes
+    from gitmail.sync.quick import Record
+
+    record = Record.load(store.path, remote.name)
+    how = f"auto, every {remote.interval} s" if remote.auto else "when asked"
+    if record.error and (record.last_success or 0) < (record.last_attempt or 0):
+        last = f"last sync failed: {record.error}"
+    elif record.last_success:
+        last = "last synced " + time.strftime("%Y-%m-%d %H:%M %z", time.localtime(record.last_success))
+    else:
+        last = "never synced"
+    return f"{remote.name}\t{remotes.redact(remote.url)}\t{how}\t{last}"

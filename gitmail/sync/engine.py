@@ -1,0 +1,519 @@
+"""Sync: bring this mailbox and a remote to the same state, both ways, through any git remote; and sync in the
+background.
+
+One sync: ask the remote what it holds (`git ls-remote`); if that and this mailbox's ref files are as the last
+sync left them, stop there. Otherwise fetch (only when the remote moved), reconcile (reconcile.py: arrivals land
+through the store's writer), and push every ref that changed in one atomic push, each ref leased on the value the
+remote had. When another machine pushed in between, fetch, reconcile and push again, a bounded number of times.
+
+Sync fetches and pushes outside the mailbox lock, under a sync lock of its own (one sync of a mailbox at a time):
+sends and session starts are never held up by a slow network. It fetches and pushes in a small repository that
+shares the mailbox's object store (`_network_repository`). What the remote held when last fetched or pushed is
+kept in refs/gitmail-remotes/<remote>/… there and in the mailbox, and what the last sync left in
+gitmail/sync/<remote>.json (synccheck.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from gitmail.errors import GitmailError, UsageError
+from gitmail.store import gitcmd
+from gitmail.sync.quick import Record, fingerprint
+from gitmail.sync.remotes import (
+    REMOTE_ROOT,
+    SETTINGS,
+    TRACKING_ROOT,
+    NotGitmail,
+    Remote,
+    SyncError,
+    find,
+    forget,
+    redact,
+    remotes,
+    url_problem,
+)
+
+if TYPE_CHECKING:
+    from gitmail.store.repository import Store
+
+ATTEMPTS = 8  # fetch, reconcile and push this often while other machines keep pushing in between
+NETWORK_REPOSITORY = "fetch.git"  # in gitmail/sync/: where fetch and push run (see _network_repository)
+NETWORK_TIMEOUT = 900.0  # seconds a fetch or push may take before it is given up
+
+
+class Outcome(NamedTuple):
+    """What one sync with one remote did."""
+
+    remote: str
+    received: int = 0  # messages new here
+    moved_here: int = 0  # archived or retracted here because another machine did
+    sent: int = 0  # messages new on the remote
+    moved_there: int = 0  # archived or retracted on the remote because this machine did
+    notes: int = 0  # notes refs that changed here or there (seen-sets, receipts)
+    conflicts: int = 0  # ids that differ in content between here and there, left as they are (see the log)
+    attempts: int = 1
+
+    @property
+    def quiet(self) -> bool:
+        return not (self.received or self.moved_here or self.sent or self.moved_there or self.notes)
+
+
+# -- the sync lock and what the last sync left ---------------------------------------------------------------
+
+
+def remove_remote(store: Store, name: str) -> None:
+    """Forget a remote: its settings and what this mailbox knew of it. The remote itself is not touched."""
+    remote = find(store, name)
+    with sync_lock(store, wait=60.0) as fd, store.locked():
+        assert fd is not None
+        for repository in (_network_repository(store), store.path):
+            _move_tracking(repository, remote.name, {})
+        forget(store, remote.name)
+        Path(Record.path(store.path, remote.name)).unlink(missing_ok=True)
+
+
+@contextmanager
+def sync_lock(store: Store, *, wait: float | None) -> Iterator[int | None]:
+    """One sync of a mailbox at a time. With `wait` None, yields None at once when another sync holds it. The
+    lock is passed on to git's fetch and push, so it stays held until they exit even if gitmail is killed."""
+    import fcntl
+
+    from gitmail.store.files import unwritable
+
+    store.create()
+    try:
+        folder = _folder(store)
+        fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        raise unwritable(store.path, error) from None
+    try:
+        end = time.monotonic() + (wait or 0.0)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if wait is None:
+                    yield None
+                    return
+                if time.monotonic() > end:
+                    raise SyncError("another sync of this mailbox is still running; try again later") from None
+                time.sleep(0.05)
+        _clear_leftovers(store, folder)
+        _network_repository(store)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write a small file of sync's own whole or not at all (not synced to disk: losing it costs one full sync).
+    Lighter than lock.write_atomically, whose tempfile import alone costs a quiet sync a tenth of its time."""
+    from gitmail.store.files import unwritable
+
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise unwritable(path.parent, error) from None
+
+
+def _folder(store: Store) -> Path:
+    folder = store.own_dir / "sync"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+def _clear_leftovers(store: Store, folder: Path) -> None:
+    """Lock files and scratch indexes a killed sync left: whoever made them shared the lock we now hold."""
+    for leftover in folder.glob("index-*"):
+        leftover.unlink(missing_ok=True)
+    for tracking in (store.path / TRACKING_ROOT, folder / NETWORK_REPOSITORY / TRACKING_ROOT):
+        if tracking.is_dir():
+            for stale in tracking.rglob("*.lock"):
+                stale.unlink(missing_ok=True)
+
+
+def _network_repository(store: Store) -> Path:
+    """The repository sync's fetches and pushes run in: gitmail/sync/fetch.git, whose objects folder is a link to
+    the mailbox's own. A fetch parses every ref tip of the repository it fetches into (1.5 s for the mailbox's
+    100,000; 0.05 s here); what it fetches lands in the mailbox's object store all the same. Its refs are the
+    tracking refs, mirrored into the mailbox (`_mirror`) so that everything stays reachable from the mailbox's
+    own refs. Made once, whole: built aside and renamed into place."""
+    import shutil
+    import tempfile
+
+    from gitmail.store.files import unwritable
+
+    folder = _folder(store)
+    repository = folder / NETWORK_REPOSITORY
+    if (repository / "HEAD").is_file():
+        return repository
+    building = Path(tempfile.mkdtemp(prefix=".fetch-", dir=folder))
+    try:
+        gitcmd.run(building, "init", "--bare", "--quiet", "--template=")
+        shutil.rmtree(building / "objects")
+        os.symlink(os.path.join("..", "..", "..", "objects"), building / "objects")
+        os.rename(building, repository)
+    except OSError as error:
+        raise unwritable(store.path, error) from None
+    finally:
+        if building.exists():
+            shutil.rmtree(building, ignore_errors=True)
+    return repository
+
+
+# -- one sync ------------------------------------------------------------------------------------------------------
+
+
+def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> list[Outcome | SyncError]:
+    """Sync with the remote called `name`, or with every remote in turn: one Outcome, or the SyncError that
+    stopped it, per remote (one remote failing does not stop the others). Waits up to `wait` seconds for a sync
+    of this mailbox that is already running."""
+    chosen = [find(store, name)] if name is not None else remotes(store)
+    if not chosen:
+        raise UsageError("no remote to sync with (add one: gitmail remote add NAME URL)")
+    results: list[Outcome | SyncError] = []
+    with sync_lock(store, wait=wait) as fd:
+        assert fd is not None
+        for remote in chosen:
+            try:
+                results.append(sync(store, remote, lock_fd=fd))
+            except SyncError as error:
+                results.append(error)
+    return results
+
+
+def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
+    """Sync with one remote, both ways. The caller holds the sync lock (`sync_lock`).
+
+    The remote's refs are asked for first (`git ls-remote`): when they and this mailbox's ref files are as the
+    last sync left them, that is all. Otherwise a fetch brings what the remote has that this mailbox lacks (only
+    when the remote moved), reconcile.py brings it in and builds what the remote lacks, and one push sends it."""
+    from gitmail.store import machines as machine
+    from gitmail.sync import quick as synccheck
+    from gitmail.sync import reconcile
+
+    problem = url_problem(remote.url)
+    if problem:
+        raise SyncError(f"{remote.name}: refusing to sync with {redact(remote.url)}: {problem}")
+    record = Record.load(store.path, remote.name)
+    record.last_attempt = time.time()
+    _touch_attempt(store)
+    outcome = Outcome(remote.name)
+    try:
+        listing = synccheck.advertised(store.path, remote.url, pass_fds=(lock_fd,))
+        if listing.returncode != 0:
+            raise SyncError(f"{remote.name}: cannot reach {redact(remote.url)}: {_reason(listing.stderr)}")
+        advertised = synccheck.tips(listing.stdout)
+        if record.in_step(remote.url, advertised, store.path):
+            record.last_success, record.error = time.time(), None
+            return outcome
+        here = machine.current(store)
+        _mirror(store, remote.name)  # after a sync killed between its fetch and its mirror
+        for attempt in range(1, ATTEMPTS + 1):
+            before = _tracking(store, remote.name)
+            tips = before
+            if attempt > 1 or before != advertised:
+                _fetch(store, remote, lock_fd)
+                tips = _tracking(store, remote.name)
+            try:
+                there = reconcile.read_remote(store, remote.name, tips)
+                seen, plan = reconcile.reconcile(store, there, here, remote.name)
+            except NotGitmail:
+                _restore_tracking(store, remote.name, before)
+                raise
+            outcome = outcome._replace(
+                received=outcome.received + len(seen.arrivals),
+                moved_here=outcome.moved_here + len(seen.moves_here),
+                notes=outcome.notes + seen.notes_here,
+                conflicts=len(seen.conflicts),
+                attempts=attempt,
+            )
+            if not plan.updates:
+                record = Record(remote.url, tips, fingerprint(store.path), record.last_attempt, time.time())
+                return outcome
+            if _push(store, remote, plan.updates, lock_fd):
+                _record_pushed(store, remote.name, plan.updates)
+                outcome = outcome._replace(sent=outcome.sent + plan.sent, moved_there=outcome.moved_there + plan.moved)
+                outcome = outcome._replace(notes=outcome.notes + plan.notes)
+                tips = _tracking(store, remote.name)
+                record = Record(remote.url, tips, fingerprint(store.path), record.last_attempt, time.time())
+                return outcome
+            time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + _jitter()))
+        raise SyncError(
+            f"{remote.name}: other machines kept pushing while this sync ran ({ATTEMPTS} attempts); "
+            "what arrived is here, run gitmail sync again to send the rest"
+        )
+    except GitmailError as error:
+        record.error = str(error)
+        raise
+    finally:
+        _save(record, store, remote.name)
+
+
+def _jitter() -> float:
+    import random
+
+    return random.random()
+
+
+def _save(record: Record, store: Store, name: str) -> None:
+    from gitmail.store.files import unwritable
+
+    try:
+        record.save(store.path, name)
+    except OSError as error:
+        raise unwritable(store.path, error) from None
+
+
+def _touch_attempt(store: Store) -> None:
+    (_folder(store) / "last-attempt").touch()
+
+
+# -- talking to the remote --------------------------------------------------------------------------------------
+
+
+def _fetch(store: Store, remote: Remote, lock_fd: int) -> None:
+    tracking = f"{TRACKING_ROOT}{remote.name}/"
+    done = gitcmd.run_network(
+        _network_repository(store),
+        "-c",
+        "fetch.fsckObjects=true",  # what another machine wrote is checked before it lands here
+        "-c",
+        "fetch.writeCommitGraph=false",
+        "fetch",
+        "--atomic",
+        "--prune",  # only the tracking refs below: a ref gone from the remote is gone from what we know of it
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--no-auto-maintenance",
+        "--no-recurse-submodules",
+        "--no-show-forced-updates",
+        "--quiet",
+        f"--negotiation-tip={tracking}*",
+        "--",
+        remote.url,
+        f"+{REMOTE_ROOT}*:{tracking}*",
+        pass_fds=(lock_fd,),
+        timeout=NETWORK_TIMEOUT,
+    )
+    if done.returncode != 0:
+        raise SyncError(f"{remote.name}: cannot fetch from {redact(remote.url)}: {_reason(done.stderr)}")
+    _mirror(store, remote.name)
+
+
+def _tracking(store: Store, name: str, repository: Path | None = None) -> dict[str, str]:
+    """What this mailbox last saw on the remote: {"state": oid, "notes/gitmail-seen": oid, ...}, as the network
+    repository (or `repository`) holds it."""
+    prefix = f"{TRACKING_ROOT}{name}/"
+    where = repository if repository is not None else _network_repository(store)
+    out = gitcmd.run(where, "for-each-ref", "--format=%(objectname) %(refname)", prefix).decode(errors="replace")
+    tips = {}
+    for line in out.splitlines():
+        oid, _, ref = line.partition(" ")
+        tips[ref[len(prefix) :]] = oid
+    return tips
+
+
+def _move_tracking(repository: Path, name: str, tips: dict[str, str]) -> None:
+    """Set a repository's tracking refs for a remote to `tips` (those not named there are deleted)."""
+    prefix = f"{TRACKING_ROOT}{name}/"
+    out = gitcmd.run(repository, "for-each-ref", "--format=%(objectname) %(refname)", prefix)
+    held = {ref[len(prefix) :]: oid for oid, _, ref in (line.partition(" ") for line in out.decode().splitlines())}
+    commands = [
+        f"update {prefix}{ref}\0{oid}\0{held.get(ref, '')}\0" for ref, oid in tips.items() if held.get(ref) != oid
+    ]
+    commands += [f"delete {prefix}{ref}\0{oid}\0" for ref, oid in held.items() if ref not in tips]
+    if commands:
+        gitcmd.run(repository, "update-ref", "-z", "--stdin", stdin="".join(commands).encode())
+
+
+def _mirror(store: Store, name: str) -> None:
+    """The mailbox's copy of the tracking refs follows the network repository's."""
+    _move_tracking(store.path, name, _tracking(store, name))
+
+
+def _restore_tracking(store: Store, name: str, before: dict[str, str]) -> None:
+    """Put the tracking refs back as they were: a remote that holds something else leaves no trace here."""
+    _move_tracking(_network_repository(store), name, before)
+    _mirror(store, name)
+
+
+# Why a push was refused when another machine pushed first: as git says it (the lease was stale, or the ref moved
+# on) and as the remote says it when the ref moved between its answer and our update (a failed ref lock).
+_CONTENDED = {"stale info", "fetch first", "non-fast-forward", "atomic push failed"}
+_REFUSED_IN_A_RACE = {"atomic transaction failed", "failed to update ref", "failed to lock"}
+_RACE_MARKS = ("but expected", "reference already exists", "File exists", "cannot lock ref")
+
+
+def _push(store: Store, remote: Remote, updates: Sequence[tuple[str, str, str | None]], lock_fd: int) -> bool:
+    """Push every update or none, each leased on the value the remote had when fetched. False when another
+    machine pushed in between (fetch and try again); SyncError when the remote refused for another reason."""
+    leases = [f"--force-with-lease={ref}:{expect or ''}" for ref, _, expect in updates]
+    done = gitcmd.run_network(
+        _network_repository(store),
+        "push",
+        "--atomic",
+        "--porcelain",
+        "--no-verify",
+        "--no-follow-tags",
+        "--no-signed",
+        "--no-recurse-submodules",
+        *leases,
+        "--",
+        remote.url,
+        *(f"{new}:{ref}" for ref, new, _ in updates),
+        pass_fds=(lock_fd,),
+        timeout=NETWORK_TIMEOUT,
+    )
+    if done.returncode == 0:
+        return True
+    reasons = set()
+    for line in done.stdout.decode(errors="replace").splitlines():
+        if line.startswith("!\t"):
+            summary = line.split("\t")[-1]
+            reasons.add(summary[summary.find("(") + 1 : summary.rfind(")")] if "(" in summary else summary)
+    if reasons and reasons <= _CONTENDED:
+        return False
+    if reasons and reasons - _CONTENDED <= _REFUSED_IN_A_RACE and any(m in done.stderr for m in _RACE_MARKS):
+        return False
+    refused = ", ".join(sorted(reasons - _CONTENDED))
+    said = _reason(done.stderr, prefer_remote=True)
+    why = f"{refused} ({said})" if refused else said
+    raise SyncError(f"{remote.name}: {redact(remote.url)} refused the push: {why}")
+
+
+def _record_pushed(store: Store, name: str, updates: Sequence[tuple[str, str, str | None]]) -> None:
+    """The tracking refs follow what the remote now holds, so the next fetch negotiates from there."""
+    tips = _tracking(store, name)
+    tips.update({ref[len(REMOTE_ROOT) :]: new for ref, new, _ in updates})
+    _move_tracking(_network_repository(store), name, tips)
+    _mirror(store, name)
+
+
+def _reason(stderr: str, *, prefer_remote: bool = False) -> str:
+    """git's own reason, in one line: a remote's message, else the first fatal or error line, else the last."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    if prefer_remote:
+        said = [line.removeprefix("remote:").strip() for line in lines if line.startswith("remote:")]
+        said = [line for line in said if line]
+        if said:
+            return said[0].removeprefix("fatal: ").removeprefix("error: ")
+    for marker in ("fatal: ", "error: "):
+        for line in lines:
+            if line.startswith(marker):
+                return line[len(marker) :]
+    return lines[-1] if lines else "git gave no reason"
+
+
+# -- in the background -------------------------------------------------------------------------------------------
+
+
+def start_if_due(store: Store, auto: Sequence[Remote] | None = None) -> bool:
+    """For the session-start hook: start a background sync of the automatic remotes (`auto`, when the caller has
+    them already) when the last sync is older than their interval. Costs a read of the config, a stat and a spawn;
+    never raises, never waits."""
+    try:
+        auto = automatic(store) if auto is None else auto
+        if not auto or time.time() < next_due(store, auto):
+            return False
+        _touch_attempt(store)
+        return _start(store)
+    except Exception as error:  # a background sync must never cost a session anything
+        _log(store, f"could not start a background sync: {error}")
+        return False
+
+
+def after_send(store: Store) -> bool:
+    """For the command line after a send: push the new message in the background when a remote syncs
+    automatically. Never raises, never waits."""
+    try:
+        return bool(automatic(store)) and _start(store)
+    except Exception as error:
+        _log(store, f"could not start a background sync: {error}")
+        return False
+
+
+def automatic(store: Store) -> list[Remote]:
+    """The remotes marked to sync by themselves."""
+    try:
+        if SETTINGS not in (store.path / "config").read_text(errors="replace"):
+            return []  # the common case, without starting git
+    except OSError:
+        return []
+    return [r for r in remotes(store) if r.auto]
+
+
+def next_due(store: Store, auto: Sequence[Remote]) -> float:
+    """When a session start must next start a background sync of these automatic remotes (a time.time() value;
+    0 when one is due now)."""
+    try:
+        last = (store.own_dir / "sync" / "last-attempt").stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+    return last + min(r.interval for r in auto) if auto else 0.0
+
+
+def request(store: Store) -> None:
+    """Ask for a background sync: a running one sees the request when it is done and goes again."""
+    import secrets
+
+    _replace(_folder(store) / "wanted", secrets.token_hex(8))
+
+
+def _start(store: Store) -> bool:
+    """Ask for a background sync and start one (which leaves at once if another runs: that one goes again)."""
+    import subprocess
+
+    request(store)
+    subprocess.Popen(
+        [sys.executable, "-P", "-m", "gitmail", "sync", "--auto"],  # -P: no folder of the cwd shadows gitmail
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd="/",
+        env={**os.environ, "GITMAIL_DIR": str(store.path)},
+        start_new_session=True,  # detached: no terminal to prompt on, not killed with the session's process group
+    )
+    return True
+
+
+def run_background(store: Store) -> int:
+    """The background sync (`gitmail sync --auto`): every automatic remote, errors to the log, and again as long
+    as new requests came in while it ran. Leaves at once when another sync holds the lock: that one goes again."""
+    wanted = _folder(store) / "wanted"
+    while True:
+        token = _read(wanted)
+        with sync_lock(store, wait=None) as fd:
+            if fd is None:
+                return 0
+            for remote in automatic(store):
+                try:
+                    sync(store, remote, lock_fd=fd)
+                except GitmailError as error:
+                    _log(store, f"background sync: {error}")
+        if _read(wanted) == token:
+            return 0
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _log(store: Store, text: str) -> None:
+    from gitmail.store.log import problem
+
+    problem(store.path, text)

@@ -1,0 +1,265 @@
+"""What the last sync with each remote left, and whether a sync now would find nothing new — answered with os,
+json and one `git ls-remote` per remote, before the rest of gitmail is imported.
+
+A sync that finds nothing new should cost little more than the fetch it stands for, and importing gitmail's store
+alone costs more than half of one. So `gitmail sync` asks here first: does the mailbox's config name the remotes
+and URLs the last sync saw, does each remote hold what it held then (`git ls-remote` reads no local ref; a fetch
+reads every one), and are the mailbox's ref files as they were then (`fingerprint`)? Only a yes to all of it stops
+here; anything else, or anything out of the ordinary, goes the whole way (sync.py), which records anew.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from gitmail.store import gitcmd
+
+TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+RACY_SECONDS = 2.0  # a ref file changed this recently may change again within the same timestamp
+REMOTE_ROOT = "refs/gitmail-sync/"  # on a remote (see remotes.py)
+SETTINGS = "gitmail-remote"  # [gitmail-remote "<name>"] in the mailbox's config (see remotes.py)
+SYNC_DIR = os.path.join("gitmail", "sync")  # sync's own files in the mailbox
+TIMEOUT = 900.0  # seconds an ls-remote may take
+
+
+class Record:
+    """What the last sync with a remote left (gitmail/sync/<remote>.json): the URL it used, the remote's refs as
+    both sides agreed on them, a fingerprint of the mailbox's ref files then (None when they were too fresh to
+    trust), and how the last attempt went."""
+
+    __slots__ = ("url", "tips", "fingerprint", "last_attempt", "last_success", "error")
+
+    def __init__(
+        self,
+        url: str | None = None,
+        tips: dict[str, str] | None = None,
+        fingerprint: str | None = None,
+        last_attempt: float | None = None,
+        last_success: float | None = None,
+        error: str | None = None,
+    ) -> None:
+        self.url, self.tips, self.fingerprint = url, tips or {}, fingerprint
+        self.last_attempt, self.last_success, self.error = last_attempt, last_success, error
+
+    @staticmethod
+    def path(mailbox: str | os.PathLike[str], name: str) -> str:
+        return os.path.join(mailbox, SYNC_DIR, f"{name}.json")
+
+    @classmethod
+    def load(cls, mailbox: str | os.PathLike[str], name: str) -> Record:
+        try:
+            with open(cls.path(mailbox, name), encoding="utf-8") as handle:
+                data = json.load(handle)
+            return cls(
+                url=_text(data.get("url")),
+                tips={str(k): str(v) for k, v in dict(data.get("tips", {})).items()},
+                fingerprint=_text(data.get("fingerprint")),
+                last_attempt=_number(data.get("last_attempt")),
+                last_success=_number(data.get("last_success")),
+                error=_text(data.get("error")),
+            )
+        except (OSError, ValueError, TypeError, AttributeError):
+            return cls()
+
+    def save(self, mailbox: str | os.PathLike[str], name: str) -> None:
+        """Written whole or not at all, not synced to disk: losing it costs one full sync."""
+        data = {key: getattr(self, key) for key in self.__slots__}
+        path = self.path(mailbox, name)
+        temporary = f"{os.path.dirname(path)}{os.sep}.{name}.json.{os.getpid()}"
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        try:
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(data, handle, indent=1)
+            os.replace(temporary, path)
+        except OSError:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise
+
+    def in_step(self, url: str, tips: dict[str, str], mailbox: str | os.PathLike[str]) -> bool:
+        """Whether the remote (as `tips` show it) and the mailbox are as this record left them."""
+        return (
+            self.url == url
+            and self.tips == tips
+            and self.fingerprint is not None
+            and self.fingerprint == fingerprint(mailbox)
+        )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def fingerprint(mailbox: str | os.PathLike[str]) -> str | None:
+    """What the files that hold the mailbox's message and notes refs look like: packed-refs (git rewrites it
+    whole, under a new inode) and every directory of loose refs (creating, replacing or deleting a ref file
+    changes its directory's modification time). None when something changed within RACY_SECONDS: a second change
+    inside the same timestamp would go unseen."""
+    root = os.fspath(mailbox)
+    now = time.time()
+    newest = 0.0
+    parts: list[str] = []
+    try:
+        info = os.stat(os.path.join(root, "packed-refs"))
+        parts.append(f"packed-refs {info.st_ino} {info.st_size} {info.st_mtime_ns}")
+        newest = info.st_mtime
+    except FileNotFoundError:
+        parts.append("packed-refs -")
+    pending = [os.path.join(root, "refs", "gitmail"), os.path.join(root, "refs", "notes")]
+    while pending:
+        folder = pending.pop()
+        name = os.path.relpath(folder, root)
+        try:
+            info = os.stat(folder)
+            with os.scandir(folder) as entries:
+                pending += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        except FileNotFoundError:
+            parts.append(f"{name} -")
+            continue
+        parts.append(f"{name} {info.st_ino} {info.st_mtime_ns}")
+        newest = max(newest, info.st_mtime)
+    if now - newest < RACY_SECONDS:
+        return None
+    return "\n".join(sorted(parts))
+
+
+def advertised(mailbox: str | os.PathLike[str], url: str, pass_fds: Sequence[int] = ()) -> gitcmd.NetworkResult:
+    """`git ls-remote` of gitmail's refs on a remote (the caller reads the result with `tips`)."""
+    return gitcmd.run_network(mailbox, "ls-remote", "--", url, f"{REMOTE_ROOT}*", pass_fds=pass_fds, timeout=TIMEOUT)
+
+
+def tips(listing: bytes) -> dict[str, str]:
+    """The refs an ls-remote listed, named as the tracking refs name them: {"state": oid, ...}."""
+    found = {}
+    for line in listing.decode(errors="replace").splitlines():
+        oid, _, ref = line.partition("\t")
+        if ref.startswith(REMOTE_ROOT):
+            found[ref[len(REMOTE_ROOT) :]] = oid
+    return found
+
+
+def up_to_date(name: str | None = None) -> list[str] | None:
+    """The remotes (`name`, or every one) when a sync would find nothing new with any of them, having recorded
+    that it did; None when a sync has something to do, or this cannot tell."""
+    mailbox = _mailbox()
+    configured = _remotes(mailbox) if mailbox is not None else None
+    if mailbox is None or not configured or (name is not None and name not in configured):
+        return None
+    chosen = [name] if name is not None else list(configured)
+    records = {n: Record.load(mailbox, n) for n in chosen}
+    for remote in chosen:
+        if records[remote].url != configured[remote] or records[remote].fingerprint is None:
+            return None
+        listing = _ls_remote(mailbox, configured[remote])
+        if listing is None or not records[remote].in_step(configured[remote], tips(listing), mailbox):
+            return None
+    now = time.time()
+    try:
+        with open(os.path.join(mailbox, SYNC_DIR, "last-attempt"), "a"):
+            os.utime(os.path.join(mailbox, SYNC_DIR, "last-attempt"))
+        for remote, record in records.items():
+            record.last_attempt = record.last_success = now
+            record.error = None
+            record.save(mailbox, remote)
+    except OSError:
+        return None
+    return chosen
+
+
+def _ls_remote(mailbox: str, url: str) -> bytes | None:
+    """`advertised`, run with os.posix_spawnp rather than the subprocess module, whose import would cost a quiet
+    sync a tenth of its time. Only its listing matters here: on any failure, the whole way runs it again and
+    reports why."""
+    import select
+
+    argv = ["git", "--git-dir", mailbox, *gitcmd.SAFE_CONFIG, "ls-remote", "--", url, f"{REMOTE_ROOT}*"]
+    reading, writing = os.pipe()
+    try:
+        pid = os.posix_spawnp(
+            "git",
+            argv,
+            gitcmd.network_environment(),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, writing, 1),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ],
+        )
+    except OSError:
+        os.close(reading)
+        return None
+    finally:
+        os.close(writing)
+    chunks = []
+    deadline = time.monotonic() + TIMEOUT
+    with os.fdopen(reading, "rb", buffering=0) as pipe:
+        while select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            chunk = pipe.read(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        else:
+            os.kill(pid, 9)  # no answer in time (SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    return b"".join(chunks) if os.waitstatus_to_exitcode(status) == 0 else None
+
+
+def _mailbox() -> str | None:
+    """The mailbox store.default_path names, if it is plainly this user's own (store.Store checks it fully)."""
+    configured = os.environ.get("GITMAIL_DIR")
+    if configured:
+        path = os.path.expanduser(configured)
+        if not os.path.isabs(path):
+            return None
+    else:
+        path = os.path.join(os.path.expanduser("~"), ".gitmail", "mail.git")
+    try:
+        for inside in ("", "config", SYNC_DIR):
+            info = os.stat(os.path.join(path, inside))
+            if info.st_uid != os.getuid() or info.st_mode & 0o022:
+                return None
+    except OSError:
+        return None
+    return path
+
+
+def _remotes(mailbox: str) -> dict[str, str] | None:
+    """Each remote's URL from the mailbox's config, as `git config` writes it; None at anything else (a quoted
+    or continued value, an include, a section named twice): then sync reads the config with git itself."""
+    try:
+        with open(os.path.join(mailbox, "config"), encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    found: dict[str, str] = {}
+    section: str | None = None
+    for raw in lines:
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            header = line.lower()
+            if header.startswith(("[include", f"[{SETTINGS}.")) or "\\" in line:
+                return None
+            section = None
+            if header.startswith(f'[{SETTINGS} "') and line.endswith('"]'):
+                section = line[len(SETTINGS) + 3 : -2]
+                if section in found or '"' in section:
+                    return None
+            continue
+        key, equals, value = line.partition("=")
+        if section is not None and key.strip().lower() == "url":
+            value = value.strip()
+            if not equals or not value or value[0] == '"' or any(c in value for c in "\\#;") or section in found:
+                return None
+            found[section] = value
+    return found

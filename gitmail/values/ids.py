@@ -1,0 +1,20 @@
+"""Message ids, and the address every repo shares (the broadcast's). Pure."""
+
+from __future__ import annotations
+
+import re
+
+BROADCAST = "_broadcast"  # the `to` of a message for every repo; '_' names are reserved, so no repo has it
+ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u to misread
+ID_LENGTH = 10  # 50 random bits: unique across machines for any plausible mailbox
+ID_PATTERN = re.compile(f"[{ID_ALPHABET}]{{{ID_LENGTH}}}")
+
+
+def new_id() -> str:
+    import secrets  # only writers need it; it costs readers a few milliseconds
+
+    return "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
+
+
+def is_id(text: str) -> bool:
+    return ID_PATTERN.fullmatch(text) is not None

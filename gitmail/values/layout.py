@@ -1,0 +1,147 @@
+"""Where things are in a mailbox: which refs hold which messages in which state, and gitmail's own files. Pure.
+
+| ref | meaning |
+|---|---|
+| refs/gitmail/<repo>/inbox/<id> | directed mail pending for <repo> |
+| refs/gitmail/<repo>/archive/<id> | done or replied to |
+| refs/gitmail/_broadcast/active/<id> | a broadcast still handed out |
+| refs/gitmail/_broadcast/retracted/<id> | a retracted broadcast |
+| refs/gitmail/_damaged/<repo>/<folder>/<id> | a message ref set aside as damaged (`gitmail doctor --repair`) |
+| refs/notes/gitmail-seen | notes on broadcast commits: the repos handed each one |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from functools import lru_cache
+from typing import NamedTuple
+
+from gitmail.errors import UsageError
+from gitmail.values.ids import ID_PATTERN
+from gitmail.values.names import RepoName, first_format_ref, nfc, nfd
+
+ROOT = "refs/gitmail/"
+BROADCASTS = ROOT + "_broadcast/"
+DAMAGED = ROOT + "_damaged/"
+SEEN_NOTES = "refs/notes/gitmail-seen"
+OWN_DIR = "gitmail"  # gitmail's own files inside the repository: lock, journal, claims
+
+
+class State(Enum):
+    PENDING = "pending"
+    ARCHIVED = "archived"
+    BROADCAST = "broadcast"
+    RETRACTED = "retracted"
+
+
+def inbox_prefix(repo: RepoName) -> str:
+    return f"{ROOT}{repo.ref}/inbox/"
+
+
+def archive_prefix(repo: RepoName) -> str:
+    return f"{ROOT}{repo.ref}/archive/"
+
+
+def state_prefix(state: State, repo: RepoName | None = None) -> str:
+    if state is State.BROADCAST:
+        return BROADCASTS + "active/"
+    if state is State.RETRACTED:
+        return BROADCASTS + "retracted/"
+    assert repo is not None
+    return inbox_prefix(repo) if state is State.PENDING else archive_prefix(repo)
+
+
+class Located(NamedTuple):
+    """Where a message's ref says it is."""
+
+    ref: str
+    oid: str
+    id: str
+    state: State
+    recipient: RepoName | None  # None for broadcasts
+
+
+class Change(NamedTuple):
+    """One ref change: create (old None), update, or delete (new None)."""
+
+    ref: str
+    new: str | None
+    old: str | None
+
+
+_STATE_OF_FOLDER = {
+    "inbox": State.PENDING,
+    "archive": State.ARCHIVED,
+    "active": State.BROADCAST,
+    "retracted": State.RETRACTED,
+}
+# When a crash left one message under two refs, the later state is the true one.
+_PRECEDENCE = {State.PENDING: 0, State.BROADCAST: 0, State.ARCHIVED: 1, State.RETRACTED: 1}
+
+
+def locate(ref: str, oid: str) -> Located | None:
+    parts = ref[len(ROOT) :].split("/") if ref.startswith(ROOT) else []
+    if len(parts) != 3 or not ID_PATTERN.fullmatch(parts[2]) or parts[1] not in _STATE_OF_FOLDER:
+        return None
+    state = _STATE_OF_FOLDER[parts[1]]
+    if (parts[0] == "_broadcast") != (state in (State.BROADCAST, State.RETRACTED)):
+        return None
+    try:
+        recipient = None if parts[0] == "_broadcast" else repo_of_component(parts[0])
+    except UsageError:
+        return None
+    return Located(ref=ref, oid=oid, id=parts[2], state=state, recipient=recipient)
+
+
+@lru_cache(maxsize=4096)  # a few names recur in many thousand refs: each is decoded and checked once
+def repo_of_component(component: str) -> RepoName:
+    """The repo a ref component names: in the current encoding, or as the mailbox's first format spelled it (a
+    mailbox not yet migrated, read by a process that cannot write it; or refs an older gitmail wrote since)."""
+    try:
+        return RepoName.from_ref(component)
+    except UsageError:
+        return RepoName.from_first_format_ref(component)
+
+
+def damaged_ref(ref: str) -> str:
+    """Where a damaged ref is set aside: the same path below refs/gitmail/_damaged/ (refs/notes/x: notes/x)."""
+    return DAMAGED + (ref[len(ROOT) :] if ref.startswith(ROOT) else ref[len("refs/") :])
+
+
+def latest(places: Sequence[Located]) -> list[Located]:
+    """One place per message id: the later state wins over a leftover of an interrupted move."""
+    best: dict[str, Located] = {}
+    for place in places:
+        known = best.get(place.id)
+        if known is None or _PRECEDENCE[place.state] > _PRECEDENCE[known.state]:
+            best[place.id] = place
+    return list(best.values())
+
+
+def note_specs(notes_ref: str, oid: str) -> list[str]:
+    """Where the note on `oid` may be: libgit2 writes it at the top of the notes tree; git fans notes out into
+    subdirectories as they grow (after a sync, say)."""
+    return [f"{notes_ref}:{oid}", f"{notes_ref}:{oid[:2]}/{oid[2:]}", f"{notes_ref}:{oid[:2]}/{oid[2:4]}/{oid[4:]}"]
+
+
+def seen_specs(oid: str) -> list[str]:
+    return note_specs(SEEN_NOTES, oid)
+
+
+def note_lines(notes: Sequence[bytes | None]) -> set[str]:
+    """The lines of the first note found among the places `note_specs` names."""
+    text = next((n for n in notes if n is not None), b"")
+    return set(nfc(text.decode(errors="replace")).splitlines())  # names in notes compare in NFC
+
+
+def email(repo: RepoName) -> str:
+    """The author address of the repo's commits (readable, never a file name)."""
+    return f"{repo.address}@gitmail"
+
+
+def emails(repo: RepoName) -> list[str]:
+    """Every author address the repo's commits may carry: before names were normalised, a name given in NFD
+    (as macOS hands out folder names) was written as such."""
+    spellings = {repo.address, first_format_ref(nfd(repo))}
+    return [f"{spelling}@gitmail" for spelling in sorted(spellings)]

@@ -1,0 +1,161 @@
+"""The message value type and its two written forms: the frontmatter document (the record) and the commit message
+(what `git log` shows). Pure: no I/O.
+
+The document is Markdown with YAML frontmatter. gitmail writes a strict subset of YAML, one `key: "JSON string"`
+line per field, so the hot read path parses it with the json module; anything else (a hand-written or foreign
+document) is parsed with python-frontmatter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import NamedTuple
+
+from gitmail.errors import GitmailError, UsageError
+from gitmail.values.ids import BROADCAST, ID_PATTERN
+from gitmail.values.machine import Machine
+from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, RepoName, name_problem
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_SUBJECT_CHARS = 200
+DOCUMENT_NAME = "message.md"
+
+_FIELDS = ("id", "from", "to", "subject", "date", "reply-to", "machine")
+
+
+class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs the session-start hook 7 ms
+    id: str
+    sender: RepoName  # the repo that sent it ("from")
+    to: str  # a repo name, or BROADCAST
+    subject: str  # one line, never empty
+    body: str  # exactly as sent; may be empty
+    date: datetime  # send time, timezone-aware
+    reply_to: str | None = None  # id of the message this answers
+    machine: Machine | None = None  # where it was written; None: on this machine (see machine.py)
+
+    @property
+    def is_broadcast(self) -> bool:
+        return self.to == BROADCAST
+
+    def document(self) -> bytes:
+        fields = {
+            "id": self.id,
+            "from": str(self.sender),
+            "to": self.to,
+            "subject": self.subject,
+            "date": self.date.isoformat(),
+        }
+        if self.reply_to:
+            fields["reply-to"] = self.reply_to
+        if self.machine is not None:
+            fields["machine"] = self.machine.field()
+        lines = [f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in fields.items()]
+        return ("---\n" + "\n".join(lines) + "\n---\n" + self.body).encode()
+
+    def commit_message(self) -> str:
+        """Reads like mail in `git log`: subject, body, then trailers."""
+        trailers = [f"Message-Id: {self.id}", f"From: {self.sender}", f"To: {self.to}"]
+        if self.reply_to:
+            trailers.append(f"Reply-To: {self.reply_to}")
+        if self.machine is not None:
+            trailers.append(f"Machine: {self.machine.field()}")
+        body = self.body.strip("\r\n")
+        parts = [self.subject, body, "\n".join(trailers)] if body else [self.subject, "\n".join(trailers)]
+        return "\n\n".join(parts) + "\n"
+
+
+def clean_subject(raw: str) -> str:
+    """One printable line: control characters and line breaks collapse to single spaces."""
+    if NOT_UTF8.search(raw):
+        raise UsageError("the subject is not valid UTF-8 text")
+    subject = " ".join(UNSAFE_TEXT.sub(" ", raw).split())
+    if not subject:
+        raise UsageError("the subject is empty (give one with --subject)")
+    if len(subject) > MAX_SUBJECT_CHARS:
+        raise UsageError(f"the subject is {len(subject)} characters; the limit is {MAX_SUBJECT_CHARS}")
+    return subject
+
+
+def clean_body(raw: bytes | str) -> str:
+    data = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
+    if len(data) > MAX_BODY_BYTES:
+        raise UsageError(f"the body is {len(data):,} bytes; the limit is {MAX_BODY_BYTES:,} (64 KiB)")
+    try:
+        body = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("the body is not valid UTF-8 text") from None
+    if "\x00" in body:
+        raise UsageError("the body contains NUL bytes (binary data cannot be sent)")
+    return body
+
+
+def reply_subject(original: str) -> str:
+    return original if re.match(r"re:", original, re.IGNORECASE) else f"Re: {original}"
+
+
+class BadDocument(GitmailError):
+    """A stored message that cannot be read as a gitmail document."""
+
+
+def parse(data: bytes) -> Message:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadDocument("message document is not UTF-8") from None
+    fields, body = _split_strict(text) or _split_frontmatter(text)
+    try:
+        sender, to = fields["from"], fields["to"]
+        if name_problem(sender) or (to != BROADCAST and name_problem(to)):
+            raise BadDocument("message document has an invalid sender or recipient")
+        date = datetime.fromisoformat(fields["date"])
+        if date.tzinfo is None:
+            raise BadDocument("message date has no timezone")
+        message = Message(
+            id=fields["id"],
+            sender=RepoName(sender),
+            to=to,
+            subject=fields["subject"],
+            body=body,
+            date=date,
+            reply_to=fields.get("reply-to") or None,
+            machine=Machine.parse(fields["machine"]) if "machine" in fields else None,
+        )
+    except (KeyError, ValueError) as error:
+        raise BadDocument(f"message document lacks a valid field: {error}") from None
+    if not ID_PATTERN.fullmatch(message.id) or (message.reply_to and not ID_PATTERN.fullmatch(message.reply_to)):
+        raise BadDocument("message document has a malformed id")
+    return message._replace(subject=" ".join(UNSAFE_TEXT.sub(" ", message.subject).split()) or "(no subject)")
+
+
+def _split_strict(text: str) -> tuple[dict[str, str], str] | None:
+    """The subset gitmail writes; None when the text is anything else."""
+    if not text.startswith("---\n"):
+        return None
+    end = text.find("\n---\n", 3)
+    if end < 0:
+        return None
+    fields: dict[str, str] = {}
+    for line in text[4:end].split("\n"):
+        key, sep, value = line.partition(": ")
+        if not sep or key not in _FIELDS or not value.startswith('"'):
+            return None
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return None
+        if not isinstance(decoded, str):
+            return None
+        fields[key] = decoded
+    return fields, text[end + 5 :]
+
+
+def _split_frontmatter(text: str) -> tuple[dict[str, str], str]:
+    import frontmatter  # only for documents gitmail did not write itself: it costs a YAML import
+
+    try:
+        post = frontmatter.loads(text)
+    except Exception as error:  # the YAML library raises many unrelated types
+        raise BadDocument(f"message frontmatter does not parse: {error}") from None
+    return {str(k): str(v) for k, v in post.metadata.items() if v is not None}, post.content

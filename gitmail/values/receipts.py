@@ -1,0 +1,88 @@
+"""Receipts: what happened to a message after it was sent, so its sender can tell "waiting" from "ignored". Pure.
+
+Receipts are notes on the message's commit in `refs/notes/gitmail-receipts`, one compact JSON record per line,
+sorted and unique, so two copies merge as a union (`cat_sort_uniq`), like the broadcast seen-set:
+
+    {"at":"2026-11-29T09:31:02+00:00","event":"delivered","host":"claude","moment":"session-start","repo":"web"}
+    {"at":"2026-11-29T09:40:11+00:00","event":"replied","reply":"5tgh0a1b2c","repo":"web"}
+
+A repo gets one "delivered" record per message: the first time the message was put in front of one of its
+sessions (later showings add nothing). "done", "replied" and "reopened" record how it was handled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import NamedTuple
+
+from gitmail.values.names import nfc
+
+RECEIPTS_NOTES = "refs/notes/gitmail-receipts"
+
+DELIVERED = "delivered"
+DONE = "done"
+REPLIED = "replied"
+REOPENED = "reopened"
+_HANDLING = (DONE, REPLIED, REOPENED)
+
+
+class Record(NamedTuple):
+    event: str
+    repo: str
+    at: datetime
+    host: str | None = None  # delivered: claude, codex, cli or mcp
+    moment: str | None = None  # delivered: session-start, tool, prompt, stop, wake, inbox
+    reply: str | None = None  # replied: the id of the reply
+
+    def line(self) -> str:
+        fields = {"event": self.event, "repo": self.repo, "at": self.at.isoformat()}
+        fields.update({k: v for k, v in (("host", self.host), ("moment", self.moment), ("reply", self.reply)) if v})
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse(lines: Iterable[str]) -> list[Record]:
+    """The records in a note; lines that are not records (a hand edit, a newer format) are skipped."""
+    records = []
+    for line in lines:
+        try:
+            raw = json.loads(line)
+            at = datetime.fromisoformat(raw["at"])
+            if at.tzinfo is None or not isinstance(raw["event"], str) or not isinstance(raw["repo"], str):
+                continue
+            records.append(
+                Record(
+                    event=raw["event"],
+                    repo=nfc(raw["repo"]),
+                    at=at,
+                    host=_text(raw.get("host")),
+                    moment=_text(raw.get("moment")),
+                    reply=_text(raw.get("reply")),
+                )
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    return sorted(records, key=lambda r: r.at)
+
+
+def delivered(records: Sequence[Record], repo: str | None = None) -> list[Record]:
+    """First showing per repo (or for one repo), oldest first."""
+    first: dict[str, Record] = {}
+    for record in records:
+        if record.event == DELIVERED and (repo is None or record.repo == repo) and record.repo not in first:
+            first[record.repo] = record
+    return list(first.values())
+
+
+def handled(records: Sequence[Record], repo: str) -> Record | None:
+    """The latest of done, replied and reopened for this repo: how the message stands with it now."""
+    latest = None
+    for record in records:
+        if record.event in _HANDLING and record.repo == repo:
+            latest = record
+    return latest
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,430 @@
+"""`gitmail view`: the mailbox as a read-only web page on 127.0.0.1, and the same view exported to one HTML file.
+
+The server is the standard library's ThreadingHTTPServer: a handful of GET routes over one in-memory index needs no
+framework. Safety does not rest on care in each template: Jinja2 escapes every value it prints, the pages run under
+a Content-Security-Policy that allows only the app's own script and stylesheet and enforces Trusted Types (so no
+script can assign HTML strings at all), the server binds 127.0.0.1 only, answers only requests whose Host is the
+address it serves (DNS rebinding), only with the random token it printed (then a cookie), and only GET and HEAD.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import hmac
+import http.cookies
+import os
+import re
+import secrets
+import tempfile
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
+
+import jinja2
+
+from gitmail.errors import GitmailError, NotFound, UsageError
+from gitmail.store.repository import Store
+from gitmail.values.names import UNSAFE_TEXT
+from gitmail.web import read as conversations
+from gitmail.web.read import Snapshot
+
+POLL_SECONDS = 2  # how often an open page asks whether the mailbox changed
+_ALL = 1_000_000  # "no limit" for lists shown whole (a repo's waiting mail, the export's)
+_STATIC = {
+    "/static/view.css": ("view.css", "text/css; charset=utf-8"),
+    "/static/view.js": ("view.js", "text/javascript; charset=utf-8"),
+    "/static/favicon.svg": ("favicon.svg", "image/svg+xml"),
+}
+_SERVED_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'; "
+    "require-trusted-types-for 'script'; trusted-types 'none'"
+)
+
+
+# -- the pages -----------------------------------------------------------------------------------------------------
+
+
+class Links:
+    """Where a page's links go when it is served: one route per view."""
+
+    live = True
+
+    def thread(self, message_id: str) -> str:
+        return f"/thread/{message_id}#m-{message_id}"
+
+    def message(self, message_id: str) -> str:
+        return f"/message/{message_id}"
+
+    def repo(self, name: str) -> str | None:
+        return "/repo/" + quote(name, safe="")
+
+
+class ExportLinks(Links):
+    """In an exported file every thread is on the one page: links are anchors within it."""
+
+    live = False
+
+    def thread(self, message_id: str) -> str:
+        return f"#m-{message_id}"
+
+    def message(self, message_id: str) -> str:
+        return f"#m-{message_id}"
+
+    def repo(self, name: str) -> str | None:
+        return None
+
+
+def visible(text: object) -> str:
+    """Control characters and bidirectional overrides shown as escapes instead of acting on the page's text.
+    Line breaks and tabs stay: bodies are shown as written."""
+    return UNSAFE_TEXT.sub(
+        lambda m: m.group() if m.group() in "\n\t" else f"\\u{ord(m.group()):04x}", str(text).replace("\r\n", "\n")
+    )
+
+
+def when(date: datetime) -> str:
+    return date.strftime("%Y-%m-%d %H:%M %z")
+
+
+def ago(date: datetime, now: datetime | None = None) -> str:
+    seconds = max(0, int(((now or datetime.now(UTC)) - date).total_seconds()))
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if seconds >= size:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return "under a minute"
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("gitmail.web", "templates"),
+        autoescape=True,  # every value printed is escaped, whatever the template's file name
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(visible=visible, when=when, ago=ago)
+    return env
+
+
+def static(name: str) -> str:
+    return (resources.files("gitmail.web") / "templates" / name).read_text(encoding="utf-8")
+
+
+def render(template: str, snap: Snapshot, *, links: Links, **context: Any) -> str:
+    return (
+        environment()
+        .get_template(template)
+        .render(snap=snap, links=links, mailbox=str(snap.store.path), poll=POLL_SECONDS, **context)
+    )
+
+
+# -- export --------------------------------------------------------------------------------------------------------
+
+
+def export(store: Store, target: Path) -> int:
+    """Write the whole view to one self-contained HTML file (styles inline, no script, nothing fetched); returns
+    how many conversations it holds. Written aside and renamed into place, so a failure leaves no half file."""
+    snap = conversations.load(store)
+    css = static("view.css")
+    digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
+    policy = f"default-src 'none'; style-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
+    chunks = (
+        environment()
+        .get_template("export.html")
+        .generate(
+            snap=snap,
+            links=ExportLinks(),
+            mailbox=str(store.path),
+            overview=conversations.overview(snap),
+            waiting=conversations.waiting(snap, limit=_ALL),
+            threads=conversations.every_thread(snap),
+            css=css,
+            policy=policy,
+            made=datetime.now(UTC).astimezone(),
+        )
+    )
+    target = target.expanduser()
+    if target.is_dir():
+        raise UsageError(f"{target} is a directory; name the file to write, e.g. {target / 'mailbox.html'}")
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    except OSError as error:
+        raise GitmailError(f"cannot write {target}: {error.strerror or error}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+        os.chmod(temporary, 0o644 & ~_umask())
+        os.replace(temporary, target)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    return len(snap.index.order)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def open_browser(url: str) -> bool:
+    """Open the page in the user's browser, unless only a terminal browser could be found: that would take over
+    the terminal the server runs in. False when nothing was opened."""
+    import sys
+    import webbrowser
+
+    graphical = sys.platform in ("darwin", "win32") or any(
+        os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER")
+    )
+    try:
+        return graphical and webbrowser.open(url)
+    except webbrowser.Error:
+        return False
+
+
+def stop_on_terminate() -> None:
+    """Let `kill` (SIGTERM) stop the server as Ctrl-C does, cleanly; a process started in the background ignores
+    Ctrl-C's signal, so SIGTERM is how scripts stop it. Main thread only."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+# -- the server ----------------------------------------------------------------------------------------------------
+
+
+class Server:
+    """The view of one mailbox on 127.0.0.1: `url` carries the token, `serve_forever` answers until `close`."""
+
+    def __init__(self, store: Store, *, port: int = 0) -> None:
+        self.store = store
+        self.snapshot = conversations.load(store)  # read before the URL is given out: the first page is quick
+        for name in ("overview.html", "thread.html", "error.html"):
+            environment().get_template(name)  # compiled now for the same reason
+        self.secret = secrets.token_urlsafe(32)
+        self._refreshing = threading.Lock()
+        try:
+            self.httpd = _HTTPServer(("127.0.0.1", port), _Handler)
+        except OSError as error:
+            where = f"port {port}" if port else "a free port"
+            raise GitmailError(f"cannot serve on 127.0.0.1 {where}: {error.strerror or error}") from None
+        self.httpd.view = self
+        self.port = self.httpd.server_address[1]
+        self.host = f"127.0.0.1:{self.port}"
+        self.cookie = f"gitmail-view-{self.port}"  # one per port: two views side by side keep their own
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}/?token={self.secret}"
+
+    def current(self) -> Snapshot:
+        """The mailbox as it is now; one request at a time brings the index up to date."""
+        with self._refreshing:
+            self.snapshot = conversations.load(self.store, self.snapshot)
+            return self.snapshot
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever(poll_interval=0.2)
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.server_close()
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True  # an open page's connection never keeps the process from stopping
+    view: Server
+
+
+class _Response(Exception):
+    """Stop handling a request with this answer."""
+
+    def __init__(self, status: HTTPStatus, text: str = "", headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(text)
+        self.status, self.text, self.headers = status, text, dict(headers or {})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+    server_version = "gitmail-view"
+    sys_version = ""
+
+    def do_GET(self) -> None:
+        self._answer(head=False)
+
+    def do_HEAD(self) -> None:
+        self._answer(head=True)
+
+    def __getattr__(self, name: str) -> Any:
+        # http.server looks up `do_<METHOD>` for each request: every other method is refused the same way.
+        if name.startswith("do_"):
+            return lambda: self._answer(head=False, allowed=False)
+        raise AttributeError(name)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # request lines carry the token; nothing is logged
+
+    def _answer(self, *, head: bool, allowed: bool = True) -> None:
+        view = self.server.view
+        try:
+            if self.headers.get("Host") != view.host:
+                raise _Response(HTTPStatus.FORBIDDEN, f"This server answers only requests for {view.host}.")
+            if not allowed:
+                raise _Response(
+                    HTTPStatus.METHOD_NOT_ALLOWED, "This view is read-only: GET and HEAD only.", {"Allow": "GET, HEAD"}
+                )
+            url = urlsplit(self.path)
+            query = parse_qs(url.query, keep_blank_values=True)
+            self._authorise(url.path, query)
+            status, content_type, body = self._route(url.path, query)
+        except _Response as response:
+            status, content_type = response.status, "text/html; charset=utf-8"
+            body = _error_page(response.status, response.text).encode() if response.text else b""
+            extra = response.headers
+        except Exception:  # a bug: the page says so, the traceback goes to the terminal that runs the server
+            text = "Something went wrong in gitmail view; the terminal running it shows what."
+            self._send(
+                HTTPStatus.INTERNAL_SERVER_ERROR,
+                "text/html; charset=utf-8",
+                _error_page(HTTPStatus.INTERNAL_SERVER_ERROR, text).encode(),
+                {},
+                head=head,
+            )
+            raise
+        else:
+            extra = {}
+        self._send(status, content_type, body, extra, head=head)
+
+    def _authorise(self, path: str, query: dict[str, list[str]]) -> None:
+        view = self.server.view
+        given = query.get("token", [""])[-1]
+        if given:
+            if not hmac.compare_digest(given.encode(), view.secret.encode()):
+                raise _Response(HTTPStatus.FORBIDDEN, "This link's token is not this server's.")
+            rest = urlencode([(k, v) for k, values in query.items() if k != "token" for v in values], doseq=True)
+            cookie = f"{view.cookie}={view.secret}; Path=/; HttpOnly; SameSite=Strict"
+            location = path + (f"?{rest}" if rest else "")
+            raise _Response(HTTPStatus.SEE_OTHER, "", {"Location": location, "Set-Cookie": cookie})
+        jar = http.cookies.SimpleCookie()
+        try:
+            jar.load(self.headers.get("Cookie", ""))
+        except http.cookies.CookieError:
+            pass
+        held = jar.get(view.cookie)
+        if held is None or not hmac.compare_digest(held.value.encode(), view.secret.encode()):
+            raise _Response(
+                HTTPStatus.FORBIDDEN, "Open this view with the link `gitmail view` printed: it carries a token."
+            )
+
+    def _route(self, path: str, query: dict[str, list[str]]) -> tuple[HTTPStatus, str, bytes]:
+        if path in _STATIC:
+            name, kind = _STATIC[path]
+            return HTTPStatus.OK, kind, static(name).encode()
+        view = self.server.view
+        try:
+            snap = view.current()
+            if path == "/changes":
+                return HTTPStatus.OK, "application/json", f'{{"token": "{snap.token}"}}'.encode()
+            html = self._page(snap, path, query)
+        except NotFound as error:
+            raise _Response(HTTPStatus.NOT_FOUND, str(error)) from None
+        except UsageError as error:
+            raise _Response(HTTPStatus.BAD_REQUEST, str(error)) from None
+        except GitmailError as error:
+            raise _Response(HTTPStatus.SERVICE_UNAVAILABLE, f"The mailbox cannot be read: {error}") from None
+        return HTTPStatus.OK, "text/html; charset=utf-8", html.encode()
+
+    def _page(self, snap: Snapshot, path: str, query: dict[str, list[str]]) -> str:
+        links = Links()
+        page = _number(query.get("page", ["1"])[-1])
+        text = query.get("q", [""])[-1]
+
+        def page_url(number: int) -> str:
+            return path + "?" + urlencode({"q": text, "page": number} if path == "/search" else {"page": number})
+
+        def show(template: str, **context: Any) -> str:
+            return render(template, snap, links=links, page_url=page_url, **context)
+
+        parts = path.split("/")
+        if path == "/":
+            return show("overview.html", overview=conversations.overview(snap, page=page))
+        if path == "/broadcasts":
+            return show("broadcasts.html", broadcasts=conversations.broadcasts(snap, page=page))
+        if path == "/search":
+            return show("search.html", query=text, results=conversations.search(snap, text, page=page))
+        if len(parts) != 3 or parts[1] not in ("thread", "message", "repo") or not parts[2]:
+            raise NotFound(f"nothing at {path}")
+        try:
+            name = unquote(parts[2], errors="strict")
+        except UnicodeDecodeError:
+            raise NotFound(f"nothing at {path}") from None
+        if parts[1] == "thread":
+            return show("thread.html", thread=conversations.thread(snap, name), focus=name)
+        if parts[1] == "message":
+            item, replies = conversations.message(snap, name)
+            return show("message.html", item=item, replies=replies)
+        known = {str(r.name): r for r in conversations.repos(snap)}
+        if name not in known:
+            raise NotFound(f"no repo named {name!r} has used this mailbox")
+        return show(
+            "repo.html",
+            repo=known[name],
+            waiting=conversations.waiting(snap, repo=name, limit=_ALL),
+            conversations=conversations.conversations(snap, repo=name, page=page),
+        )
+
+    def _send(
+        self, status: HTTPStatus, content_type: str, body: bytes, extra: Mapping[str, str], *, head: bool
+    ) -> None:
+        try:
+            self.send_response(status)
+            headers = {
+                "Content-Type": content_type,
+                "Content-Length": str(len(body)),
+                "Content-Security-Policy": _SERVED_POLICY,
+                "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "no-referrer",
+                "X-Frame-Options": "DENY",
+                "Cross-Origin-Opener-Policy": "same-origin",
+                "Cross-Origin-Resource-Policy": "same-origin",
+                "Cache-Control": "no-store",
+                **extra,
+            }
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            if not head:
+                self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the browser went away
+
+
+def _number(text: str) -> int:
+    if not re.fullmatch(r"[1-9][0-9]{0,8}", text):
+        raise _Response(HTTPStatus.BAD_REQUEST, f"{text!r} is not a page number")
+    return int(text)
+
+
+def _error_page(status: HTTPStatus, text: str) -> str:
+    return environment().get_template("error.html").render(status=status, text=text)
