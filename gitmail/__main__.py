@@ -1,5 +1,6 @@
-"""`gitmail` and `python -m gitmail`. Hook calls are routed before the command-line library is imported: they run
-at every session start and must stay lean."""
+"""`gitmail` and `python -m gitmail`: the process's entry, which routes to an adapter before the command-line
+library is imported. The hooks run at every session start and must stay lean; a sync that finds nothing new should
+cost little more than a fetch. Every route ends through the one error edge (edge.py)."""
 
 import sys
 
@@ -10,7 +11,7 @@ def main() -> int:
         from gitmail.hooks import main as hook_main
 
         return hook_main(args[1:])
-    if args[:1] == ["sync"]:  # lean too: a sync that finds nothing new should cost little more than a fetch
+    if args[:1] == ["sync"]:
         from gitmail.sync.command import main as sync_main
 
         code = sync_main(args[1:])

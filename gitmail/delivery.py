@@ -1,40 +1,41 @@
-"""The one delivery policy: what a reader is shown, at which moment, through which channel, within which budget,
-what is handed over and what is recorded. The session-start hook, the hooks that reach running sessions, `gitmail
-inbox` and the MCP inbox tool all ask `deliver`; they only translate their host's input and output.
+"""The one delivery policy: for a host and a moment, what a reader is shown, through which channel, within which
+budget, whether a session may be woken or its turn continued, and what is recorded. The hooks, `gitmail inbox` and
+the MCP inbox tool all ask `deliver` (through the action layer); they only translate their host's input and output.
+`HOSTS` is the one table of which host event carries which moment: the installer and `doctor` read it too.
 
 - At session start (and resume, fork, clear, compact) a session has lost what it knew: it is shown all its
   pending mail. At a tool call, the next prompt, the turn's end or an idle wake it is shown only mail that
-  arrived since it last looked, once.
+  arrived since it last looked, once. Asked (`inbox`), it is shown everything.
 - Message content goes only into channels the host labels as hook context or tool output. Where a host offers
   only a user turn (Codex's turn-end continuation, Claude Code's wake), gitmail's own fixed notice goes instead,
   and the session reads the mail with `gitmail inbox`.
 - Whole messages within a byte budget that bounds both hosts' caps; what does not fit stays pending.
-- Deliver first, record after: a broadcast is shown only once it is handed over, and a receipt is written for
-  every message shown for the first time, in the same single write; a busy mailbox never delays delivery of
-  directed mail past the reader's deadline.
+- Deliver first, record after: a broadcast is shown only once it is handed over (in the same single write as the
+  receipts of what is shown with it); a receipt of directed mail may be written after the answer (`Recording`),
+  and one that is not is written at a later showing. A busy mailbox never delays directed mail past the deadline.
 - A turn is continued at most once per batch of new mail, never while a continuation is running, and at most
-  `MAX_CONTINUATIONS` times per session; a session is woken at most `wake_limit` times per `wake_window`.
+  `MAX_CONTINUATIONS` times per session; a session is woken at most `wake_limit` times per `wake_window`, never
+  during a turn, and not at all when waking is switched off (GITMAIL_WAKE=0, or `gitmail.wake = false`).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Sequence
 from enum import Enum
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from gitmail import mailbox, render
 from gitmail.errors import MailboxBusy, MailboxError
 from gitmail.mailbox import Entry, Pending
 from gitmail.store import sessions, stamps
-from gitmail.store.claims import load_claims
+from gitmail.store.claims import claim, load_claims
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
 from gitmail.values.names import RepoName
+from gitmail.workspace import Actor
 
 MAX_CONTINUATIONS = 20  # turn ends continued per session, whatever arrives
 WAKE_LIMIT = 10  # wakes per window per session
@@ -47,6 +48,7 @@ class Moment(Enum):
     PROMPT = "prompt"  # the user sent the next prompt
     STOP = "stop"  # the turn is about to end
     WAKE = "wake"  # the session sits idle
+    END = "session-end"  # the session ended: what it knew goes
     INBOX = "inbox"  # someone asked: `gitmail inbox`, the MCP inbox tool
 
 
@@ -55,14 +57,47 @@ class Channel(Enum):
     NOTICE = "notice"  # a user turn: only gitmail's own fixed notice
 
 
-class Reader(NamedTuple):
-    """Who reads, from where, through what."""
+class Capability(NamedTuple):
+    """How a host carries one moment."""
+
+    event: str  # the host's hook event
+    channel: Channel | None  # what reaches the model through it; None: nothing does
+
+
+HOSTS: dict[str, dict[Moment, Capability]] = {
+    "claude": {
+        Moment.START: Capability("SessionStart", Channel.CONTEXT),  # every source: startup, resume, fork, clear, ...
+        Moment.TOOL: Capability("PostToolBatch", Channel.CONTEXT),  # once per batch of tool calls, after the results
+        Moment.PROMPT: Capability("UserPromptSubmit", Channel.CONTEXT),
+        Moment.STOP: Capability("Stop", Channel.CONTEXT),  # additionalContext continues the turn as a system reminder
+        Moment.WAKE: Capability("FileChanged", Channel.NOTICE),  # asyncRewake: exit 2 starts a turn with stderr
+        Moment.END: Capability("SessionEnd", None),
+    },
+    "codex": {
+        Moment.START: Capability("SessionStart", Channel.CONTEXT),
+        Moment.TOOL: Capability("PostToolUse", Channel.CONTEXT),
+        Moment.PROMPT: Capability("UserPromptSubmit", Channel.CONTEXT),
+        Moment.STOP: Capability("Stop", Channel.NOTICE),  # continues the turn as a user-role message
+        Moment.END: Capability("SessionEnd", None),
+    },
+}
+ASKED = Capability("", Channel.CONTEXT)  # `gitmail inbox` and MCP: the answer is tool output
+
+
+def capability(via: str, moment: Moment) -> Capability | None:
+    """How `via` carries `moment`; None when it does not."""
+    if moment is Moment.INBOX:
+        return ASKED
+    return HOSTS.get(via, {}).get(moment)
+
+
+class Recording(NamedTuple):
+    """Receipts still to be written for a showing: directed mail shown for the first time."""
 
     repo: RepoName
-    here: Path | None  # the repository's toplevel, when known (records and checks the name's claim)
-    host: str  # claude, codex, cli, mcp, api
-    session: str | None = None  # the host's session id: what this session already knows is remembered
-    voice: render.Voice = render.PLAIN
+    shown: Sequence[Entry]
+    via: str
+    moment: Moment
 
 
 class Delivery(NamedTuple):
@@ -73,6 +108,8 @@ class Delivery(NamedTuple):
     settled: bool = False  # nothing this showing wrote changes what the next one shows: it may be repeated as is
     stamps: str = ""  # the change stamps the showing was made at
     record: dict[str, Any] | None = None  # the session's record as this showing left it
+    recording: Recording | None = None  # receipts the caller is to write once it has answered (a showing it
+    # keeps to repeat must be forgotten if that write fails, or the receipts would never be written)
 
 
 NOTHING = render.Selection((), ())
@@ -80,173 +117,195 @@ NOTHING = render.Selection((), ())
 
 def deliver(
     store: Store,
-    reader: Reader,
+    actor: Actor,
     moment: Moment,
     *,
-    channel: Channel = Channel.CONTEXT,
     deadline: Deadline,
     budget: int | None = render.BUDGET,
     peek: bool = False,
     continuing: bool = False,
-    wake_limit: int = WAKE_LIMIT,
-    wake_window: float = WAKE_WINDOW,
+    command: str = "gitmail",
+    defer: bool = False,
 ) -> Delivery:
-    """Decide and carry out one delivery. `continuing`: the host says this turn end was already continued once."""
-    empty = Delivery(None, Pending(reader.repo), NOTHING)
-    if not store.exists():
+    """Decide and carry out one delivery. `continuing`: the host says this turn end was already continued once.
+    `defer`: receipts of directed mail are returned (`Delivery.recording`) for the caller to write after it has
+    answered, instead of being written before."""
+    empty = Delivery(None, Pending(actor.repo), NOTHING)
+    carried = capability(actor.via, moment)
+    if carried is None or carried.channel is None or not store.exists():
+        return empty
+    if moment is Moment.WAKE and not wake_enabled(store):
         return empty
     busy = False
     claimed_by = None
-    if reader.here is not None and moment in (Moment.START, Moment.INBOX) and not peek:
+    if actor.here is not None and moment in (Moment.START, Moment.INBOX) and not peek:
         try:
-            claimed_by = mailbox.claim(store, repo=reader.repo, path=reader.here, timeout=deadline.left())
+            claimed_by = claim(store, repo=actor.repo, path=actor.here, timeout=deadline.left())
         except MailboxBusy:
             busy = True  # recording who uses the name can wait for the next reader
-    seen_stamps = stamps.read(store.path, reader.repo)  # before reading: a later send is then noticed next time
-    mail = mailbox.pending(store, repo=reader.repo, deadline=Deadline(0) if busy else deadline)
+    seen_stamps = stamps.read(store.path, actor.repo)  # before reading: a later send is then noticed next time
+    mail = mailbox.pending(store, repo=actor.repo, deadline=Deadline(0) if busy else deadline)
     mail = mail._replace(claimed_by=claimed_by)
-    if reader.session is None or peek:
-        return _show(store, reader, moment, channel, mail, None, deadline, busy, budget, peek)
-    with sessions.record(store.path, reader.host, reader.session, deadline) as record:
+    show = _Showing(store, actor, moment, carried.channel, deadline, busy, budget, peek, command, defer)
+    session = actor.session
+    if session is None or peek:
+        return show(mail, None)
+    with sessions.record(store.path, session.host, session.id, deadline) as record:
         if record is None:  # no record to be had: behave as a session that knows nothing yet
-            return _show(store, reader, moment, channel, mail, None, deadline, busy, budget, peek)
+            return show(mail, None)
         if moment is Moment.START:
             record.know(set(), reset=True)
             record.set("shown", [])
             record.turn = False
         elif moment in (Moment.TOOL, Moment.PROMPT):
             record.turn = True
-        if moment is Moment.STOP:
+        elif moment is Moment.STOP:
             record.turn = False
         delivery = empty._replace(mail=mail)
+        limit, window = wake_limits(store)
         if moment is Moment.STOP and (continuing or record.count("continued") >= MAX_CONTINUATIONS):
             pass  # the turn ends; what arrived is shown at the next prompt or tool call
-        elif moment is Moment.WAKE and (record.turn or not _may_wake(record, wake_limit, wake_window)):
+        elif moment is Moment.WAKE and (record.turn or not _may_wake(record, limit, window)):
             pass  # mid-turn mail reaches it at the next tool call or turn end; or woken often enough lately
         else:
-            delivery = _show(store, reader, moment, channel, mail, record, deadline, busy, budget, peek)
+            delivery = show(mail, record)
             if delivery.text is not None and moment is Moment.STOP:
                 record.add("continued")
             if delivery.text is not None and moment is Moment.WAKE:
-                record.set("wakes", [*record.times("wakes"), time.time()][-wake_limit:])
+                record.set("wakes", [*record.times("wakes"), time.time()][-limit:])
         if moment not in (Moment.STOP, Moment.WAKE) or delivery.text is not None:
             record.set("stamps", seen_stamps)
-        settled = delivery.settled and stamps.read(store.path, reader.repo) == seen_stamps
+        settled = delivery.settled and stamps.read(store.path, actor.repo) == seen_stamps
         return delivery._replace(settled=settled, stamps=seen_stamps, record=dict(record.data))
 
 
-def _show(
-    store: Store,
-    reader: Reader,
-    moment: Moment,
-    channel: Channel,
-    mail: Pending,
-    record: sessions.Record | None,
-    deadline: Deadline,
-    busy: bool,
-    budget: int | None,
-    peek: bool,
-) -> Delivery:
-    known = record.known if record is not None else set()
-    fresh = Pending(
-        mail.repo,
-        [e for e in mail.directed if e.message.id not in known],
-        [e for e in mail.broadcasts if e.message.id not in known],
-        mail.unreadable if moment in (Moment.START, Moment.INBOX) else (),
-        mail.claimed_by,
-        mail.receipted,
+def record(store: Store, recording: Recording, *, deadline: Deadline) -> None:
+    """Write the receipts a deferred showing left (`Delivery.recording`)."""
+    mailbox.record_shown(
+        store,
+        repo=recording.repo,
+        shown=recording.shown,
+        host=recording.via,
+        moment=recording.moment.value,
+        deadline=deadline,
     )
-    new = len(fresh.directed) + len(fresh.broadcasts)
-    if not (new or fresh.unreadable):
-        return Delivery(None, mail, NOTHING, settled=True)
-    if channel is Channel.NOTICE:
-        # Nothing is shown, so nothing is handed over or receipted: `gitmail inbox` does that when it is run.
-        if record is not None:
-            record.know({e.message.id for e in [*fresh.directed, *fresh.broadcasts]})
-        return Delivery(render.notice(mail.repo, new, voice=reader.voice), mail, NOTHING, new)
-    voice = reader.voice._replace(new=moment not in (Moment.START, Moment.INBOX))
-    here = str(reader.here) if reader.here else None
-    claims = load_claims(store)
-    chosen = render.select(fresh, claims=claims, budget=budget, here=here, voice=voice)
-    handed: list[Entry] = list(chosen.broadcasts) if peek else []
-    note = None
-    recorded = True
-    unreceipted = [e for e in chosen.directed if e.message.id not in mail.receipted] if store.flag("receipts") else []
-    if not peek and (chosen.broadcasts or unreceipted):
-        handed, note, recorded = _record(store, reader, moment, unreceipted, chosen.broadcasts, deadline, busy)
-    shown = render.Selection(chosen.directed, handed, chosen.summarised)
-    withheld = {e.message.id for e in chosen.broadcasts} - {e.message.id for e in handed}
-    fresh = fresh._replace(broadcasts=[e for e in fresh.broadcasts if e.message.id not in withheld])  # the note
-    if record is not None:  # told of: every directed message (shown, or counted in "showing N of M"), and
-        record.know({e.message.id for e in [*fresh.directed, *handed]})  # the broadcasts it was handed
-        record.show({e.message.id for e in [*shown.directed, *handed]})
-    # Shown the same way next time, unless a broadcast was handed over (it is not pending next time) or could not
-    # be, or a receipt is still to be written.
-    settled = recorded and not chosen.broadcasts and note is None
-    if not (shown.directed or shown.broadcasts or fresh.unreadable or note):
-        return Delivery(None, mail, NOTHING, new, settled)
-    text = render.framing(fresh, shown, claims=claims, here=here, note=note, voice=voice)
-    return Delivery(text, mail, shown, new, settled)
 
 
-def _record(
-    store: Store,
-    reader: Reader,
-    moment: Moment,
-    directed: Sequence[Entry],
-    casts: Sequence[Entry],
-    deadline: Deadline,
-    busy: bool,
-) -> tuple[list[Entry], str | None, bool]:
-    """Hand over the broadcasts and write the receipts in one write: what was handed over, a note when that could
-    not be done, and whether it was. When it cannot be done now, directed mail is still shown (its receipt is
-    written at a later showing) and the broadcasts wait for the next reader."""
-    reason = "the mailbox was busy" if busy else None
-    if not busy and store.writable():
-        try:
-            handed = mailbox.record_shown(
-                store,
-                repo=reader.repo,
-                shown=directed,
-                broadcasts=casts,
-                host=reader.host,
-                moment=moment.value,
-                deadline=deadline,
-            )
-            return handed, None, True
-        except MailboxBusy:
-            reason = "the mailbox was busy"
-        except MailboxError as error:
-            problem(store.path, f"could not record a showing to {reader.repo}: {error}")
-            reason = "the mailbox could not be written"
-    elif not busy:
-        reason = "the mailbox is read-only here"
-    if not casts:
-        return [], None, False
-    count = render.count(len(casts), "new broadcast")
-    note = f"{reason}, so {count} could not be handed over yet; they stay unread and come at a later showing."
-    return [], note, False
+class _Showing:
+    """One showing: what to show of the mail, and what it records."""
 
+    def __init__(
+        self,
+        store: Store,
+        actor: Actor,
+        moment: Moment,
+        channel: Channel,
+        deadline: Deadline,
+        busy: bool,
+        budget: int | None,
+        peek: bool,
+        command: str,
+        defer: bool,
+    ) -> None:
+        self.store, self.actor, self.moment, self.channel = store, actor, moment, channel
+        self.deadline, self.busy, self.budget, self.peek, self.defer = deadline, busy, budget, peek, defer
+        self.voice = render.Voice(command=command, new=moment not in (Moment.START, Moment.INBOX))
 
-def own_command() -> str:
-    """How the session's shell runs this gitmail: `gitmail` when that is what PATH finds, else its full path
-    (a virtualenv that is not active, the plugin's own copy)."""
-    chosen = os.environ.get("GITMAIL_COMMAND")
-    if chosen:
-        return chosen
-    import shlex
+    def __call__(self, mail: Pending, record: sessions.Record | None) -> Delivery:
+        asked = self.moment is Moment.INBOX  # asked for: everything, whatever the session knows
+        known = record.known if record is not None and not asked else set()
+        fresh = Pending(
+            mail.repo,
+            [e for e in mail.directed if e.message.id not in known],
+            [e for e in mail.broadcasts if e.message.id not in known],
+            mail.unreadable if self.moment in (Moment.START, Moment.INBOX) else (),
+            mail.claimed_by,
+            mail.receipted,
+        )
+        new = len(fresh.directed) + len(fresh.broadcasts)
+        if not (new or fresh.unreadable):
+            return Delivery(None, mail, NOTHING, settled=True)
+        if self.channel is Channel.NOTICE:
+            # Nothing is shown, so nothing is handed over or receipted: `gitmail inbox` does that when it is run.
+            if record is not None:
+                record.know({e.message.id for e in [*fresh.directed, *fresh.broadcasts]})
+            return Delivery(render.notice(mail.repo, new, voice=self.voice), mail, NOTHING, new)
+        here = str(self.actor.here) if self.actor.here else None
+        claims = load_claims(self.store)
+        chosen = render.select(fresh, claims=claims, budget=self.budget, here=here, voice=self.voice)
+        handed: list[Entry] = list(chosen.broadcasts) if self.peek else []
+        note, recorded, recording = None, True, None
+        receipts = self.store.flag("receipts")
+        unreceipted = [e for e in chosen.directed if e.message.id not in mail.receipted] if receipts else []
+        if not self.peek and chosen.broadcasts:
+            handed, note, recorded = self._record(unreceipted, chosen.broadcasts)
+        elif not self.peek and unreceipted and self.defer:
+            recording = Recording(mail.repo, unreceipted, self.actor.via, self.moment)  # the caller writes it
+        elif not self.peek and unreceipted:
+            handed, note, recorded = self._record(unreceipted, ())
+        shown = render.Selection(chosen.directed, handed, chosen.summarised)
+        withheld = {e.message.id for e in chosen.broadcasts} - {e.message.id for e in handed}
+        fresh = fresh._replace(broadcasts=[e for e in fresh.broadcasts if e.message.id not in withheld])  # the note
+        if record is not None:  # told of: every directed message (shown, or counted in "showing N of M"), and
+            record.know({e.message.id for e in [*fresh.directed, *handed]})  # the broadcasts it was handed
+            record.show({e.message.id for e in [*shown.directed, *handed]})
+        # Shown the same way next time, unless a broadcast was handed over (it is not pending next time) or could not
+        # be, or a receipt is still to be written.
+        settled = recorded and not chosen.broadcasts and note is None
+        if not (shown.directed or shown.broadcasts or fresh.unreadable or note):
+            return Delivery(None, mail, NOTHING, new, settled)
+        text = render.framing(fresh, shown, claims=claims, here=here, note=note, voice=self.voice)
+        return Delivery(text, mail, shown, new, settled, recording=recording)
 
-    script = os.path.join(os.path.dirname(sys.executable), "gitmail")
-    if not os.path.exists(script):
-        return f"{shlex.quote(sys.executable)} -m gitmail"
-    for folder in os.environ.get("PATH", "").split(os.pathsep):
-        found = os.path.join(folder or ".", "gitmail")
-        if os.path.exists(found):
+    def _record(self, directed: Sequence[Entry], casts: Sequence[Entry]) -> tuple[list[Entry], str | None, bool]:
+        """Hand over the broadcasts and write the receipts in one write: what was handed over, a note when that
+        could not be done, and whether it was. When it cannot be done now, directed mail is still shown (its
+        receipt is written at a later showing) and the broadcasts wait for the next reader."""
+        store = self.store
+        reason = "the mailbox was busy" if self.busy else None
+        if not self.busy and store.writable():
             try:
-                return "gitmail" if os.path.samefile(found, script) else shlex.quote(script)
-            except OSError:
-                break
-    return shlex.quote(script)
+                handed = mailbox.record_shown(
+                    store,
+                    repo=self.actor.repo,
+                    shown=directed,
+                    broadcasts=casts,
+                    host=self.actor.via,
+                    moment=self.moment.value,
+                    deadline=self.deadline,
+                )
+                return handed, None, True
+            except MailboxBusy:
+                reason = "the mailbox was busy"
+            except MailboxError as error:
+                problem(store.path, f"could not record a showing to {self.actor.repo}: {error}")
+                reason = "the mailbox could not be written"
+        elif not self.busy:
+            reason = "the mailbox is read-only here"
+        if not casts:
+            return [], None, False
+        count = render.count(len(casts), "new broadcast")
+        note = f"{reason}, so {count} could not be handed over yet; they stay unread and come at a later showing."
+        return [], note, False
+
+
+def wake_enabled(store: Store) -> bool:
+    """The kill switch for waking idle sessions: GITMAIL_WAKE=0 in the environment, or `gitmail.wake = false` in the
+    mailbox's config."""
+    if os.environ.get("GITMAIL_WAKE", "").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    return store.flag("wake")
+
+
+def wake_limits(store: Store) -> tuple[int, float]:
+    """At most this many wakes per this many seconds per session: `gitmail.wakeLimit` and `gitmail.wakeWindow` in
+    the mailbox's config, else the defaults."""
+    try:
+        limit = max(0, int(store.setting("wakeLimit") or WAKE_LIMIT))
+        window = max(0.0, float(store.setting("wakeWindow") or WAKE_WINDOW))
+    except ValueError:
+        return WAKE_LIMIT, WAKE_WINDOW
+    return limit, window
 
 
 def _may_wake(record: sessions.Record, limit: int, window: float) -> bool:

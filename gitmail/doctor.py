@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gitmail.errors import MailboxError
-from gitmail.store import gitcmd, lock, objects
+from gitmail.store import gitcmd, lock, migrate, setup
 from gitmail.store.claims import load_claims, save_claims
 from gitmail.store.files import write_atomically
 from gitmail.store.log import problem
@@ -65,6 +65,7 @@ def examine(store: Store, *, here: Path | None, home: Path, repaired: Sequence[s
     findings, usable = _mailbox(store)
     messages: list[Located] = []
     if usable:
+        migrate.on_open(store)  # an older format is brought up to date first, as any opening does
         findings += _journal(store)
         findings += _locks(store)
         inventory = _inventory(store)
@@ -86,6 +87,7 @@ def repair(store: Store, *, here: Path | None) -> list[str]:
         if not store.exists():
             return []
         check_ownership(store.path)
+        migrate.on_open(store)
     except MailboxError:
         return []
     done: list[str] = []
@@ -106,7 +108,7 @@ def repair(store: Store, *, here: Path | None) -> list[str]:
                 done.append(f"removed {stale}: left behind by a git process that is gone")
         drift = _config_drift(store)
         if drift:
-            objects.configure(store.path, {key: value for key, value, _ in drift})
+            setup.configure(store.path, {key: value for key, value, _ in drift})
             done.append(f"restored gitmail's settings: {', '.join(f'{k}={v}' for k, v, _ in drift)}")
         inventory = _inventory(store)
         changes: list[Change] = []
@@ -219,7 +221,7 @@ def _config(store: Store) -> dict[str, str]:
 def _config_drift(store: Store) -> list[tuple[str, str, str | None]]:
     """(key, gitmail's value, the mailbox's value) for each setting gitmail relies on that differs. The format
     mark is not one of them: a mailbox of an older format is moved to the new one by the writer that migrates it."""
-    from gitmail.store.objects import MAILBOX_CONFIG
+    from gitmail.store.setup import MAILBOX_CONFIG
 
     have = _config(store)
     return [

@@ -12,12 +12,15 @@ the MCP server, the hooks) runs its work through here, so an error ends the same
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import TypeVar
 
 from gitmail.errors import ExitCode, GitmailError
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # the typing module costs the quick paths an import; only the annotations need it
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 
 def say(text: str) -> None:

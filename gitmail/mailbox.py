@@ -1,24 +1,17 @@
-"""The operations people think in: send, broadcast, reply, retract, pending mail, hand-over, done, log, show.
-
-This is the Python API the command line and the hooks call:
-
-    from gitmail import mailbox
-    box = mailbox.open_mailbox()                     # ~/.gitmail/mail.git, or $GITMAIL_DIR
-    entry = mailbox.send(box, sender="api", to="web", subject="Schema v2 is live", body="...")
-    for entry in mailbox.inbox(box, repo="web").directed: ...
-    mailbox.done(box, repo="web", ids=[entry.message.id])
+"""Mail in the mailbox: writing a message, a reply, a broadcast or a retraction; reading what is pending for a repo;
+recording what was shown; marking done and reopening; history and single messages. The operations over the store
+that the action layer (actions.py) composes into what users ask for; it decides nothing about sessions or hosts.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
 from gitmail.store import history
-from gitmail.store.claims import load_claims, save_claims
+from gitmail.store.claims import load_claims
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
 from gitmail.store.repository import WRITE_WAIT, Store
@@ -81,11 +74,6 @@ class History(list[Entry]):
     def __init__(self, entries: Iterable[Entry] = (), unreadable: Sequence[str] = ()) -> None:
         super().__init__(entries)
         self.unreadable = list(unreadable)
-
-
-def open_mailbox(path: str | os.PathLike[str] | None = None) -> Store:
-    """The mailbox at `path`, or the default one; nothing is created until the first write."""
-    return Store(path)
 
 
 def now() -> datetime:
@@ -294,52 +282,6 @@ def record_shown(
             if changes:
                 writer.apply(changes, f"gitmail: shown to {me} ({host}, {moment})")
     return handed
-
-
-def hand_over(
-    store: Store, *, repo: str, broadcasts: Sequence[Entry], when: datetime | None = None, timeout: float = WRITE_WAIT
-) -> list[Entry]:
-    """Record `repo` as handed these broadcasts (and shown them); see `record_shown`."""
-    return record_shown(
-        store, repo=repo, shown=(), broadcasts=broadcasts, host="api", moment="inbox", when=when, timeout=timeout
-    )
-
-
-def inbox(
-    store: Store,
-    *,
-    repo: str,
-    peek: bool = False,
-    path: str | os.PathLike[str] | None = None,
-    host: str = "api",
-) -> Pending:
-    """Pending mail, all of it shown: unless `peek`, the unseen broadcasts are handed over and delivery receipts
-    are recorded. With `path` (where the reading repository is), the name's first user is recorded, or reported
-    if another."""
-    me = RepoName.parse(repo)
-    claimed_by = claim(store, repo=me, path=path) if path is not None and store.exists() else None
-    mail = pending(store, repo=me)._replace(claimed_by=claimed_by)
-    if peek or not (mail.broadcasts or set(ids_of(mail.directed)) - mail.receipted):
-        return mail
-    unreceipted = [e for e in mail.directed if e.message.id not in mail.receipted]
-    handed = record_shown(store, repo=me, shown=unreceipted, broadcasts=mail.broadcasts, host=host, moment="inbox")
-    return mail._replace(broadcasts=handed)
-
-
-def claim(store: Store, *, repo: RepoName, path: str | os.PathLike[str], timeout: float = WRITE_WAIT) -> str | None:
-    """Record the first path that uses a repo name; return the recorded path when it is another one. A mailbox
-    this process cannot write is read without recording anything."""
-    here = os.path.realpath(path)
-    first = load_claims(store).get(repo)
-    if first is None:
-        if not store.writable():
-            return None
-        with store.locked(timeout=timeout):
-            claims = load_claims(store)
-            first = claims.setdefault(repo, here)
-            if first == here:
-                save_claims(store, claims)
-    return first if first != here else None
 
 
 def show(store: Store, message_id: str) -> Entry:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from gitmail.mailbox import Entry, Pending
+from gitmail.mailbox import DoneResult, Entry, Pending, status
 from gitmail.values.machine import Machine
 from gitmail.values.names import UNSAFE_TEXT
 
@@ -290,8 +290,6 @@ def log_line(entry: Entry) -> str:
 
 def standing(entry: Entry) -> str:
     """pending · delivered 11-29 09:31 · delivered to 3 · done 11-29 10:02 · replied 5tgh0a1b2c · retracted"""
-    from gitmail.mailbox import status
-
     now = status(entry)
     if now.name == "replied":
         return f"replied {now.reply}"
@@ -301,8 +299,6 @@ def standing(entry: Entry) -> str:
 
 
 def as_json(entry: Entry) -> dict[str, Any]:
-    from gitmail.mailbox import status
-
     m = entry.message
     now = status(entry)
     return {
@@ -323,6 +319,40 @@ def as_json(entry: Entry) -> dict[str, Any]:
         "machine": m.machine._asdict() if m.machine is not None else None,  # None: this machine
         "body": m.body,
     }
+
+
+def sent(entry: Entry) -> str:
+    """What `send` confirms: "sent 7kq2m9x4ab to "web"" (or "to every repo")."""
+    m = entry.message
+    return f"sent {m.id} to {'every repo' if m.is_broadcast else quote(m.to)}"
+
+
+def retracted(message_id: str, changed: bool) -> str:
+    """What `send --retract` and the retract tool say."""
+    return f"retracted {message_id}" if changed else f"{message_id} was already retracted"
+
+
+def described(entry: Entry) -> str:
+    return f"{entry.message.id} from {quote(entry.message.sender)}: {quote(entry.message.subject)}"
+
+
+def done(result: DoneResult) -> list[str]:
+    """What `done` says, one line each: what it archived, what it left alone, and why."""
+    lines = [f"archived {described(e)}" for e in result.archived]
+    if result.already:
+        lines.append(f"nothing to do for {', '.join(result.already)}: already archived, or a broadcast")
+    if result.set_aside:
+        lines.append(
+            f"set aside {', '.join(result.set_aside)}: stored but unreadable, so not archived; kept under "
+            "refs/gitmail/_damaged/ (see `gitmail doctor`)"
+        )
+    if result.unshown:
+        them = "it" if len(result.unshown) == 1 else "them"
+        lines.append(
+            f"left pending {', '.join(result.unshown)}: no session here was shown {them} whole yet "
+            "(read with `gitmail inbox` or `gitmail show ID`)"
+        )
+    return lines or ["no pending mail"]
 
 
 def dumps(value: Any) -> str:

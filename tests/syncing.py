@@ -18,6 +18,7 @@ from gitmail.sync import engine as sync
 from gitmail.sync import remotes
 from gitmail.values.layout import ROOT
 from gitmail.values.message import parse
+from tests.reading import inbox as read_inbox
 
 
 def git(path: Path, *args: str, check: bool = True) -> str:
@@ -235,7 +236,7 @@ def machine_loop(rounds: int, seed: int, go: str, own: str, everyone: str) -> No
             say("sent", cast.message.id)
         elif kind < 0.85:
             reader = rng.choice(private)
-            for entry in mailbox.inbox(store, repo=reader).broadcasts:
+            for entry in read_inbox(store, repo=reader).broadcasts:
                 say("handed", entry.message.id, reader)
         with sync.sync_lock(store, wait=60) as fd:
             assert fd is not None

@@ -30,8 +30,8 @@ def test_send_prints_the_id_alone_and_confirms_on_stderr(cli: CliRunner, api: Pa
     assert len(result.out) == 11 and result.out.endswith("\n")
     message_id = result.out.strip()
     assert result.err == (
-        "gitmail: note: no repo named 'web' has used this mailbox yet; it gets the message when a session starts "
-        f"in a repository of that name\ngitmail: sent {message_id} to 'web'\n"
+        'gitmail: note: no repo named "web" has used this mailbox yet; it gets the message when a session starts '
+        f'in a repository of that name\ngitmail: sent {message_id} to "web"\n'
     )
     second = cli("send", "--to", "web", "-s", "again", "-m", "", cwd=api)
     assert "no repo named" not in second.err  # web has mail now: it is a known name
@@ -63,7 +63,7 @@ def test_inbox_shows_the_framing_and_done_archives(cli: CliRunner, api: Path, we
     again = cli("done", message_id, cwd=web)
     assert again.code == 0 and "already archived" in again.err
     empty = cli("inbox", cwd=web)
-    assert (empty.code, empty.out, empty.err) == (0, "", "gitmail: no mail for 'web'\n")
+    assert (empty.code, empty.out, empty.err) == (0, "", 'gitmail: no mail for "web"\n')
 
 
 def test_inbox_json_and_peek(cli: CliRunner, api: Path, web: Path) -> None:

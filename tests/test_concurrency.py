@@ -27,7 +27,12 @@ import json, os, sys, time
 from gitmail import mailbox
 from gitmail.values.message import parse
 from gitmail.store.repository import Store
+from gitmail import actions
+from gitmail.values.names import RepoName
+from gitmail.workspace import Actor
 box = Store(os.environ["GITMAIL_DIR"])
+def read_inbox(box, repo):
+    return actions.inbox(box, Actor(RepoName(repo))).shown
 go = sys.argv[1]
 while not os.path.exists(go):
     time.sleep(0.001)
@@ -62,7 +67,7 @@ READER = (
     + """
 handed = []
 for _ in range(3):
-    handed += [e.message.id for e in mailbox.inbox(box, repo=sys.argv[2]).broadcasts]
+    handed += [e.message.id for e in read_inbox(box, repo=sys.argv[2]).broadcasts]
 print(json.dumps(handed), flush=True)
 """
 )
@@ -180,7 +185,7 @@ while True:
         entry = mailbox.broadcast(box, sender=worker, subject=f"all {i}")
         print("sent", entry.message.id, flush=True)
     else:
-        for entry in mailbox.inbox(box, repo=f"reader{i % 3}").broadcasts:
+        for entry in read_inbox(box, repo=f"reader{i % 3}").broadcasts:
             print("handed", entry.message.id, flush=True)
 """
 )

@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 
 from gitmail import mailbox
-from gitmail.delivery import own_command
 from gitmail.store.repository import Store
 from gitmail.values.layout import DAMAGED, State
 from gitmail.values.receipts import RECEIPTS_NOTES
+from gitmail.workspace import own_command
 from tests.conftest import CliRunner, RepoFactory, Result, run_gitmail
 from tests.damage import fsck, git, lose, lose_object
+from tests.reading import inbox as read_inbox
 
 
 def sent(cli: CliRunner, cwd: Path, *args: str) -> str:
@@ -124,7 +125,7 @@ def test_writes_go_on_when_a_prune_took_part_of_a_notes_tip(box: Store) -> None:
     lose_object(box, f"{RECEIPTS_NOTES}^{{tree}}")  # the commit landed; its tree did not survive
     reopened = mailbox.reopen(box, repo="web", message_id=first.message.id)  # reads and writes receipts
     assert reopened.state is State.PENDING
-    assert mailbox.inbox(box, repo="web").directed[0].message.id == first.message.id
+    assert read_inbox(box, repo="web").directed[0].message.id == first.message.id
     history = git(box, "rev-list", RECEIPTS_NOTES).stdout.split()
     assert kept in history and len(history) == 3  # done, reopen, delivered: the damaged commit is not among them
     assert "which the mailbox no longer has whole; went on from" in (box.path.parent / "gitmail.log").read_text()

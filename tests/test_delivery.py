@@ -18,6 +18,7 @@ from gitmail.values import receipts
 from gitmail.values.layout import note_lines, note_specs
 from gitmail.values.receipts import RECEIPTS_NOTES
 from tests.conftest import RepoFactory
+from tests.reading import inbox as read_inbox
 
 
 @pytest.fixture
@@ -34,7 +35,10 @@ class Session:
 
     def __call__(self, moment: str, **extra: Any) -> hooks.Answer:
         payload = {"session_id": self.session_id, "cwd": str(self.cwd), "transcript_path": "/tmp/t.jsonl", **extra}
-        return hooks.run(moment, self.host, json.dumps(payload), watch=True)
+        answer = hooks.run(moment, self.host, json.dumps(payload), watch=True)
+        if answer.after is not None:  # what the hook does once the host has its answer
+            answer.after()
+        return answer
 
 
 def context(answer: hooks.Answer) -> str | None:
@@ -177,7 +181,7 @@ def test_the_first_showing_leaves_one_receipt_and_later_showings_none(web: Path,
 
 def test_a_peek_or_a_notice_records_no_receipt(web: Path, box: Store) -> None:
     entry = mailbox.send(box, sender="api", to="web", subject="hello")
-    mailbox.inbox(box, repo="web", peek=True)
+    read_inbox(box, repo="web", peek=True)
     codex = Session("codex", web)
     codex("session-start", hook_event_name="SessionStart")
     assert [r.host for r in receipt_records(box, entry.oid)] == ["codex"]

@@ -261,23 +261,57 @@ def test_one_deadline_bounds_the_whole_hook(web: Path, box: Store) -> None:
     assert elapsed < 1.5 + 1.0, elapsed  # one wait of 1.5 s in all (plus the process itself), not one per step
 
 
-def test_an_unexpected_failure_is_one_line_with_its_own_exit_code(web: Path, box: Store) -> None:
-    mailbox.send(box, sender="api", to="web", subject="hello")
-    bad = run_gitmail("log", "-n", "0x", cwd=web)
-    assert bad.returncode == 2  # a usage mistake stays a usage mistake
-    crash = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from gitmail import cli; cli.mailbox.log = None; sys.exit(cli.main(['log']))",
-        ],
-        cwd=web,
-        capture_output=True,
-        text=True,
+INJECT = """
+import sys, importlib
+target = importlib.import_module(sys.argv[1])
+def boom(*args, **kwargs):
+    raise RuntimeError("an injected failure")
+setattr(target, sys.argv[2], boom)
+from gitmail.__main__ import main
+sys.argv = ["gitmail", *sys.argv[3:]]
+sys.exit(main())
+"""
+
+
+def injected(cwd: Path, module: str, name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """gitmail run as its users run it, with `module.name` failing as nobody foresaw."""
+    return subprocess.run(
+        [sys.executable, "-c", INJECT, module, name, *args], cwd=cwd, input=stdin, capture_output=True, text=True
     )
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "args"),
+    [
+        ("gitmail.actions", "log", ["log"]),  # the command line
+        ("gitmail.actions", "send", ["send", "--to", "web", "-s", "x", "-m", "y"]),
+        ("gitmail.sync.quick", "up_to_date", ["sync"]),  # the quick sync path
+        ("gitmail.sync.engine", "sync_all", ["sync", "origin"]),  # the whole way
+        ("gitmail.mcp.server", "serve", ["mcp"]),  # the MCP server itself
+    ],
+)
+def test_an_unexpected_failure_is_one_line_with_its_own_exit_code(
+    web: Path, box: Store, module: str, name: str, args: list[str]
+) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    assert run_gitmail("log", "-n", "0x", cwd=web).returncode == 2  # a usage mistake stays a usage mistake
+    crash = injected(web, module, name, *args)
     assert crash.returncode == 3, crash
-    assert crash.stderr.startswith("gitmail: internal error: ") and crash.stderr.count("\n") == 1, crash.stderr
-    assert "Traceback" in (box.path.parent / "gitmail.log").read_text()
+    assert crash.stderr.startswith("gitmail: internal error: an injected failure (details: "), crash.stderr
+    assert crash.stderr.count("\n") == 1 and "Traceback" not in crash.stderr, crash.stderr
+    assert "RuntimeError: an injected failure" in (box.path.parent / "gitmail.log").read_text()
+
+
+def test_an_unexpected_failure_in_a_hook_never_fails_the_session(web: Path, box: Store) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    payload = json.dumps({"session_id": "s1", "cwd": str(web), "hook_event_name": "SessionStart"})
+    start = injected(web, "gitmail.actions", "at_moment", "hook", "session-start", stdin=payload)
+    assert (start.returncode, start.stderr) == (0, "")
+    said = json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert said.startswith("gitmail could not check this repository's mail: an injected failure (details: ")
+    tool = injected(web, "gitmail.actions", "at_moment", "hook", "tool", stdin=payload.replace("SessionStart", "x"))
+    assert (tool.returncode, tool.stdout, tool.stderr) == (0, "", "")  # mid-turn: silent
+    assert (box.path.parent / "gitmail.log").read_text().count("RuntimeError: an injected failure") == 2
 
 
 def test_a_stale_time_without_timezone_is_refused(box: Store) -> None:

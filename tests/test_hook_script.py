@@ -14,6 +14,7 @@ import pytest
 
 import gitmail
 from gitmail import mailbox
+from gitmail.store.claims import claim
 from gitmail.store.repository import Store
 from gitmail.values.names import RepoName
 
@@ -87,7 +88,7 @@ def test_a_session_start_that_repeats_the_last_is_answered_without_python(
         lambda box: mailbox.send(box, sender="api", to="web", subject="another"),
         lambda box: mailbox.done(box, repo="web", ids=[mailbox.pending(box, repo="web").directed[0].message.id]),
         lambda box: mailbox.broadcast(box, sender="db", subject="everyone"),
-        lambda box: mailbox.claim(box, repo=RepoName("api"), path=box.path.parent.parent),
+        lambda box: claim(box, repo=RepoName("api"), path=box.path.parent.parent),
     ],
 )
 def test_any_change_to_what_a_start_shows_makes_python_answer_again(

@@ -12,6 +12,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.store.repository import Store
+from tests.reading import inbox as read_inbox
 
 
 def imported(*args: str, cwd: Path, stdin: str = "") -> set[str]:
@@ -36,7 +37,7 @@ def test_a_session_start_with_directed_mail_imports_no_command_line_library_and_
     web: Path, box: Store
 ) -> None:
     mailbox.send(box, sender="api", to="web", subject="hello")
-    mailbox.inbox(box, repo="web")  # its receipt is written: this showing writes nothing
+    read_inbox(box, repo="web")  # its receipt is written: this showing writes nothing
     modules = imported("hook", "session-start", cwd=web, stdin=payload(web))
     assert "gitmail.delivery" in modules
     assert not {m for m in modules if m.split(".")[0] in ("typer", "click", "rich", "pygit2", "frontmatter", "yaml")}

@@ -15,6 +15,7 @@ from gitmail.store.repository import Store
 from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import SEEN_NOTES, State
 from tests.conftest import at, mailbox_snapshot
+from tests.reading import inbox as read_inbox
 
 
 def ids(entries: object) -> list[str]:
@@ -31,7 +32,7 @@ def git(box: Store, *args: str) -> str:
 def test_reading_a_missing_mailbox_creates_nothing(box: Store, home: Path) -> None:
     assert not mailbox.pending(box, repo="web").directed
     assert not mailbox.log(box, repo="web")
-    assert not mailbox.inbox(box, repo="web", path=home).directed
+    assert not read_inbox(box, repo="web", path=home).directed
     assert not (home / ".gitmail").exists()
 
 
@@ -128,7 +129,7 @@ def test_directed_mail_stays_pending_until_done(box: Store) -> None:
     second = mailbox.send(box, sender="db", to="web", subject="two", body="2", when=at(0))
     mailbox.send(box, sender="api", to="other", subject="not for web")
     for _ in range(2):  # reading does not consume directed mail
-        assert ids(mailbox.inbox(box, repo="web").directed) == [second.message.id, first.message.id]
+        assert ids(read_inbox(box, repo="web").directed) == [second.message.id, first.message.id]
     result = mailbox.done(box, repo="web", ids=[first.message.id[:5]])
     assert (ids(result.archived), result.already) == ([first.message.id], [])
     assert [e.state for e in result.archived] == [State.ARCHIVED]
@@ -139,7 +140,7 @@ def test_directed_mail_stays_pending_until_done(box: Store) -> None:
 
 def test_done_all_archives_every_pending_message_that_was_shown(box: Store) -> None:
     sent = [mailbox.send(box, sender="api", to="web", subject=f"m{i}") for i in range(3)]
-    mailbox.inbox(box, repo="web")
+    read_inbox(box, repo="web")
     result = mailbox.done(box, repo="web", everything=True)
     assert sorted(ids(result.archived)) == sorted(ids(sent))
     assert not mailbox.pending(box, repo="web").directed
@@ -260,17 +261,17 @@ def test_replying_to_your_own_message_follows_up_with_its_recipient(box: Store) 
 def test_broadcasts_reach_each_repo_once_and_never_the_sender(box: Store) -> None:
     cast = mailbox.broadcast(box, sender="api", subject="Spec changed")
     assert not mailbox.pending(box, repo="api").broadcasts
-    assert ids(mailbox.inbox(box, repo="web", peek=True).broadcasts) == [cast.message.id]
-    assert ids(mailbox.inbox(box, repo="web").broadcasts) == [cast.message.id]
-    assert not mailbox.inbox(box, repo="web").broadcasts
-    assert ids(mailbox.inbox(box, repo="db").broadcasts) == [cast.message.id]
+    assert ids(read_inbox(box, repo="web", peek=True).broadcasts) == [cast.message.id]
+    assert ids(read_inbox(box, repo="web").broadcasts) == [cast.message.id]
+    assert not read_inbox(box, repo="web").broadcasts
+    assert ids(read_inbox(box, repo="db").broadcasts) == [cast.message.id]
     notes = git(box, "notes", f"--ref={SEEN_NOTES}", "show", cast.oid)
     assert notes == "api\ndb\nweb\n"
 
 
 def test_retract_stops_delivery_keeps_history_and_is_idempotent(box: Store) -> None:
     cast = mailbox.broadcast(box, sender="api", subject="oops")
-    mailbox.inbox(box, repo="web")
+    read_inbox(box, repo="web")
     with pytest.raises(GitmailError, match="only its sender"):
         mailbox.retract(box, sender="web", message_id=cast.message.id)
     assert mailbox.retract(box, sender="api", message_id=cast.message.id) is True
@@ -285,15 +286,15 @@ def test_retract_stops_delivery_keeps_history_and_is_idempotent(box: Store) -> N
 def test_hand_over_skips_what_a_concurrent_reader_already_took(box: Store) -> None:
     cast = mailbox.broadcast(box, sender="api", subject="once")
     seen_early = mailbox.pending(box, repo="web").broadcasts
-    assert ids(mailbox.hand_over(box, repo="web", broadcasts=seen_early)) == [cast.message.id]
-    assert mailbox.hand_over(box, repo="web", broadcasts=seen_early) == []
+    assert ids(mailbox.record_shown(box, repo="web", shown=(), broadcasts=seen_early, host="api", moment="inbox")) == [cast.message.id]
+    assert mailbox.record_shown(box, repo="web", shown=(), broadcasts=seen_early, host="api", moment="inbox") == []
 
 
 def test_hand_over_skips_a_broadcast_retracted_meanwhile(box: Store) -> None:
     cast = mailbox.broadcast(box, sender="api", subject="soon retracted")
     seen_early = mailbox.pending(box, repo="web").broadcasts
     mailbox.retract(box, sender="api", message_id=cast.message.id)
-    assert mailbox.hand_over(box, repo="web", broadcasts=seen_early) == []
+    assert mailbox.record_shown(box, repo="web", shown=(), broadcasts=seen_early, host="api", moment="inbox") == []
 
 
 # -- history --------------------------------------------------------------------------------------------------
@@ -334,10 +335,10 @@ def test_the_first_path_to_use_a_name_is_recorded_and_another_is_reported(box: S
     first, second = tmp_path / "a" / "web", tmp_path / "b" / "web"
     first.mkdir(parents=True)
     second.mkdir(parents=True)
-    assert mailbox.inbox(box, repo="web", path=first).claimed_by is None
-    assert mailbox.inbox(box, repo="web", path=first).claimed_by is None
-    assert mailbox.inbox(box, repo="web", path=second).claimed_by == os.path.realpath(first)
-    assert len(mailbox.inbox(box, repo="web", path=second).directed) == 1  # a warning, not a refusal
+    assert read_inbox(box, repo="web", path=first).claimed_by is None
+    assert read_inbox(box, repo="web", path=first).claimed_by is None
+    assert read_inbox(box, repo="web", path=second).claimed_by == os.path.realpath(first)
+    assert len(read_inbox(box, repo="web", path=second).directed) == 1  # a warning, not a refusal
     assert load_claims(box) == {"web": os.path.realpath(first)}
 
 
@@ -347,7 +348,7 @@ def test_known_names_are_those_that_read_or_received_mail(box: Store, tmp_path: 
     mailbox.send(box, sender="api", to="web", subject="hello")
     assert mailbox.known(box, RepoName("web"))
     assert not mailbox.known(box, RepoName("nobody"))
-    mailbox.inbox(box, repo="reader", path=tmp_path)
+    read_inbox(box, repo="reader", path=tmp_path)
     assert mailbox.known(box, RepoName("reader"))
 
 
@@ -369,7 +370,7 @@ def test_the_readme_git_recipes_answer_what_they_claim(box: Store) -> None:
     handled = mailbox.send(box, sender="api", to="web", subject="handled", when=at(1))
     mailbox.done(box, repo="web", ids=[handled.message.id])
     cast = mailbox.broadcast(box, sender="db", subject="to all", when=at(2))
-    mailbox.inbox(box, repo="web")
+    read_inbox(box, repo="web")
     mailbox.send(box, sender="rapid", to="db", subject="not from api", when=at(3))
 
     def subjects(*args: str) -> list[str]:
@@ -389,7 +390,7 @@ def test_the_readme_git_recipes_answer_what_they_claim(box: Store) -> None:
 
 def test_done_all_never_archives_mail_no_session_was_shown(box: Store) -> None:
     seen = mailbox.send(box, sender="api", to="web", subject="seen")
-    mailbox.inbox(box, repo="web")
+    read_inbox(box, repo="web")
     unseen = mailbox.send(box, sender="db", to="web", subject="arrived after the last read")
     result = mailbox.done(box, repo="web", everything=True)
     assert ids(result.archived) == [seen.message.id]

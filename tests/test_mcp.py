@@ -27,6 +27,7 @@ from pydantic import FileUrl
 
 from gitmail import mailbox
 from gitmail.errors import GitmailError, UsageError
+from gitmail.mcp import roots, tools
 from gitmail.mcp import server as mcpserver
 from gitmail.store.repository import Store
 from gitmail.values.names import RepoName
@@ -100,7 +101,7 @@ def test_the_tool_list_is_small_and_every_schema_is_valid() -> None:
     )
     assert [tool["name"] for tool in listed["tools"]] == ["send", "inbox", "done", "log", "show", "retract"]
     assert len(json.dumps(listed)) < 6000
-    for tool in mcpserver.TOOLS:
+    for tool in tools.TOOLS:
         Draft202012Validator.check_schema(tool.schema)
 
 
@@ -125,28 +126,28 @@ def test_the_tool_list_is_small_and_every_schema_is_valid() -> None:
 )
 def test_a_bad_argument_is_one_short_line(tool: str, arguments: dict[str, Any], said: str | None) -> None:
     if said is None:
-        mcpserver.check(tool, arguments)  # well-formed; the core judges the value
+        tools.find(tool).check(arguments)  # well-formed; the core judges the value
         return
     with pytest.raises(UsageError) as caught:
-        mcpserver.check(tool, arguments)
+        tools.find(tool).check(arguments)
     assert str(caught.value) == said
 
 
 def test_roots_name_one_repository_or_the_call_must(repos: RepoFactory, tmp_path: Path) -> None:
     api, web = repos("api"), repos("web")
     (api / "src").mkdir()
-    who = mcpserver.from_roots([(api / "src").as_uri(), api.as_uri(), "https://example.com/x"])
-    assert who == mcpserver.Who(RepoName("api"), api, f"the client's root {api}")
-    assert mcpserver.from_roots(["https://example.com/x"]) is None  # nothing local offered: not a decision
+    who = roots.from_roots([(api / "src").as_uri(), api.as_uri(), "https://example.com/x"])
+    assert who == roots.Who(RepoName("api"), api, f"the client's root {api}")
+    assert roots.from_roots(["https://example.com/x"]) is None  # nothing local offered: not a decision
     with pytest.raises(GitmailError, match=r'several repositories \("api", "web"\); name one with repo'):
-        mcpserver.from_roots([api.as_uri(), web.as_uri()])
+        roots.from_roots([api.as_uri(), web.as_uri()])
     (tmp_path / "notes").mkdir()
     with pytest.raises(GitmailError, match="not inside a git repository; name one with repo"):
-        mcpserver.from_roots([(tmp_path / "notes").as_uri()])
-    assert mcpserver.from_directory(str(tmp_path / "notes")) is None
-    assert mcpserver.from_directory(str(web)) == mcpserver.Who(RepoName("web"), web, f"the server's directory {web}")
+        roots.from_roots([(tmp_path / "notes").as_uri()])
+    assert roots.from_directory(str(tmp_path / "notes")) is None
+    assert roots.from_directory(str(web)) == roots.Who(RepoName("web"), web, f"the server's directory {web}")
     spaced = repos("My App")
-    assert mcpserver.from_roots([spaced.as_uri()]) == mcpserver.Who(
+    assert roots.from_roots([spaced.as_uri()]) == roots.Who(
         RepoName("My App"), spaced, f"the client's root {spaced}"
     )
 
@@ -155,8 +156,8 @@ def test_the_inbox_answer_keeps_within_the_hooks_budget(box: Store, web: Path) -
     for n in range(4):
         mailbox.send(box, sender="api", to="web", subject=f"log dump {n}", body="x" * 60_000)
     mailbox.send(box, sender="api", to="web", subject="short", body="hello")
-    who = mcpserver.Who(RepoName("web"), web, "test")
-    answer = mcpserver.inbox(box, who, {"peek": True})
+    who = roots.Who(RepoName("web"), web, "test")
+    answer = tools.inbox(tools.Call(box, who), peek=True)
     assert len(answer.text.encode()) <= 9_500 and answer.data is None
     assert "too long to show here" in answer.text and "> hello" in answer.text
 
@@ -272,7 +273,7 @@ def test_tool_errors_change_nothing_and_the_server_keeps_serving(api: Path, web:
                 ("show", {"id": "zzzzzzzzzz"}, "no message with id zzzzzzzzzz"),
                 ("show", {"id": "not an id!"}, "is not a message id"),
                 ("done", {"ids": [first.split()[2]]}, "is addressed to 'web', not to 'api'"),
-                ("done", {"ids": ["a"], "all": True}, "give ids, or all"),
+                ("done", {"ids": ["a"], "all": True}, "done: give exactly one of ids or all (got ids and all)"),
                 ("retract", {"id": first.split()[2]}, "is not a broadcast"),
                 ("log", {"everyone": True, "repo": "api"}, "repo or everyone, not both"),
                 ("inbox", {"repo": "a/b"}, "invalid repo name"),

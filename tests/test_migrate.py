@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
-from gitmail.store.opening import open_mailbox
 from gitmail.store import lock, migrate
+from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import Store
 from gitmail.values.layout import ROOT, Change
 from gitmail.values.names import RepoName
 from tests.conftest import at
 from tests.formats import as_format_1, git, refs, send_as_format_1
+from tests.reading import inbox as read_inbox
 
 NFD = unicodedata.normalize("NFD", "données")
 NAMES = ("Web", "web", "My App", "données", "api")
@@ -49,7 +50,7 @@ def old(box: Store) -> tuple[Store, View]:
     handed = mailbox.send(box, sender="api", to="données", subject="to NFD", when=at(4))
     send_as_format_1(box, sender=NFD, to="api", subject="from NFD", when=at(5))
     mailbox.broadcast(box, sender="api", subject="for all", when=at(6))
-    mailbox.inbox(box, repo="Web")  # hands the broadcast over, with receipts
+    read_inbox(box, repo="Web")  # hands the broadcast over, with receipts
     before = view(box)
     assert before["données"][0][:2] == [typed.message.id, handed.message.id]
     as_format_1(box, spelled={handed.message.id: NFD}, claims={"Web": "/src/Web", NFD: "/src/données"})

@@ -72,7 +72,8 @@ def test_many_sessions_starting_at_once_leave_one_coherent_receipt(web: Path, bo
         "from gitmail import hooks\n"
         f"while not os.path.exists({str(go)!r}): time.sleep(0.002)\n"
         "answer = hooks.run('session-start', 'claude', json.dumps({'session_id': sys.argv[1], 'cwd': sys.argv[2]}))\n"
-        "print(json.dumps(answer.stdout))\n"
+        "print(json.dumps(answer.stdout), flush=True)\n"
+        "if answer.after: answer.after()  # what the hook does once the host has its answer\n"
     )
     starts = [
         subprocess.Popen([sys.executable, "-c", script, f"session-{i}", str(web)], stdout=subprocess.PIPE, text=True)

@@ -18,6 +18,7 @@ from gitmail.values.layout import ROOT, State, latest, locate
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName
 from tests.conftest import WHEN
+from tests.reading import inbox as read_inbox
 
 
 def test_refs_are_parsed_into_places_and_foreign_refs_ignored() -> None:
@@ -75,7 +76,7 @@ def test_lock_files_a_dead_writers_journal_names_are_cleared_at_once(box: Store)
     cast = mailbox.broadcast(box, sender="api", subject="all")  # the next writer finishes the change first
     assert [e.state for e in mailbox.log(box, repo="web")] == [State.BROADCAST, State.ARCHIVED]
     assert not list(box.path.rglob("*.lock"))
-    assert [e.message.id for e in mailbox.inbox(box, repo="web").broadcasts] == [cast.message.id]
+    assert [e.message.id for e in read_inbox(box, repo="web").broadcasts] == [cast.message.id]
 
 
 def test_a_lock_file_a_live_git_may_hold_is_never_removed(box: Store) -> None:
@@ -190,7 +191,7 @@ def test_seen_sets_are_found_and_extended_in_a_fanned_out_notes_tree(box: Store)
     commit = subprocess.run([*git, "commit-tree", "-m", "fanned out", top], capture_output=True, text=True).stdout
     subprocess.run([*git, "update-ref", "refs/notes/gitmail-seen", commit.strip()], check=True)
     assert not mailbox.pending(box, repo="old").broadcasts  # found in the subtree: "old" was handed it
-    assert [e.message.id for e in mailbox.inbox(box, repo="web").broadcasts] == [cast.message.id]
+    assert [e.message.id for e in read_inbox(box, repo="web").broadcasts] == [cast.message.id]
     shown = subprocess.run([*git, "notes", "--ref=gitmail-seen", "show", cast.oid], capture_output=True, text=True)
     assert shown.stdout == "api\nold\nweb\n"
     listed = subprocess.run(
@@ -246,7 +247,7 @@ def test_a_kept_reader_sees_what_was_written_and_packed_after_it_started(box: St
         mailbox.done(box, repo="web", ids=[first.message.id])
         assert kept.read([f"refs/gitmail/web/inbox/{first.message.id}:message.md"]) == [None]
         assert kept.read([f"refs/gitmail/web/archive/{first.message.id}:message.md", spec])[0]
-        assert [e.message.subject for e in mailbox.inbox(kept, repo="web", peek=True).directed] == ["after"]
+        assert [e.message.subject for e in read_inbox(kept, repo="web", peek=True).directed] == ["after"]
     finally:
         kept.close()
 

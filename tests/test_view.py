@@ -22,6 +22,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.errors import NotFound
+from gitmail.store.claims import claim
 from gitmail.store.repository import Store
 from gitmail.values.layout import State
 from gitmail.values.names import RepoName
@@ -29,6 +30,7 @@ from gitmail.web import read as conversations
 from gitmail.web import server as view
 from gitmail.web.read import Snapshot
 from tests.conftest import CliRunner, RepoFactory, at, mailbox_snapshot
+from tests.reading import inbox as read_inbox
 
 HOSTILE_SUBJECT = "<img src=x onerror=alert(1)>"
 HOSTILE_BODY = "Done </script><script>alert(2)</script> & more"
@@ -51,7 +53,7 @@ def fill(box: Store) -> Mail:
     )
     answer = mailbox.reply(box, sender="web", to_id=question.message.id, body="Switched the list.", when=at(5))
     cast = mailbox.broadcast(box, sender="api", subject="Freeze until Monday", when=at(10))
-    mailbox.inbox(box, repo="web")  # hands the broadcast to web
+    read_inbox(box, repo="web")  # hands the broadcast to web
     hostile = mailbox.send(box, sender="api", to="web", subject=HOSTILE_SUBJECT, body=HOSTILE_BODY, when=at(15))
     quoted = mailbox.send(box, sender=QUOTED_REPO, to="web", subject="Quoted name", body="hello", when=at(20))
     return Mail(question.message.id, answer.message.id, cast.message.id, hostile.message.id, quoted.message.id)
@@ -84,7 +86,7 @@ def test_a_thread_is_a_message_and_its_replies_across_repos(box: Store) -> None:
 
 def test_a_message_shown_to_a_session_says_when_it_was_delivered(box: Store) -> None:
     sent = mailbox.send(box, sender="api", to="web", subject="shown", when=at(1))
-    mailbox.inbox(box, repo="web", host="claude")
+    read_inbox(box, repo="web", host="claude")
     item, _ = conversations.message(conversations.load(box), sent.message.id)
     assert item.delivered is not None and item.delivered.tzinfo is not None
 
@@ -105,7 +107,7 @@ def test_sibling_replies_sit_under_what_they_answer_oldest_first(box: Store) -> 
 
 def test_the_overview_shows_repos_what_waits_and_broadcasts_with_their_reach(box: Store, repos: RepoFactory) -> None:
     mail = fill(box)
-    mailbox.claim(box, repo=RepoName("docs"), path=repos("docs"))  # a repo that only ever looked
+    claim(box, repo=RepoName("docs"), path=repos("docs"))  # a repo that only ever looked
     overview = conversations.overview(conversations.load(box))
     rows = {str(r.name): (r.pending, r.oldest_pending, r.unseen_broadcasts) for r in overview.repos}
     assert rows == {
@@ -241,7 +243,7 @@ def test_the_change_token_moves_with_every_kind_of_write_and_only_then(box: Stor
     assert conversations.change_token(box) == tokens[-1]  # nothing written: the same token
     cast = mailbox.broadcast(box, sender="api", subject="all", when=at(1))
     moved()
-    mailbox.inbox(box, repo="web")  # records the hand-over in the seen-set notes
+    read_inbox(box, repo="web")  # records the hand-over in the seen-set notes
     moved()
     mailbox.done(box, repo="web", ids=[sent.message.id])
     moved()
@@ -510,7 +512,8 @@ def test_pages_stay_right_while_another_process_writes(served: Client, box: Stor
             "-c",
             "import pathlib, sys\n"
             "from gitmail import mailbox\n"
-            "box = mailbox.open_mailbox()\n"
+            "from gitmail.store.opening import open_mailbox\n"
+            "box = open_mailbox()\n"
             "pathlib.Path(sys.argv[1]).touch()\n"
             "for n in range(40):\n"
             "    sent = mailbox.send(box, sender='api', to='web', subject=f'burst {n}')\n"

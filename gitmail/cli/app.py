@@ -9,16 +9,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gitmail import mailbox, render
+from gitmail import actions, edge, render
+from gitmail.cli import commands
+from gitmail.edge import say
 from gitmail.errors import ExitCode, GitmailError, UsageError
-from gitmail.store.claims import load_claims
 from gitmail.store.opening import open_mailbox
-from gitmail.store.repository import WRITE_WAIT
-from gitmail.sync import engine as sync
-from gitmail.sync import remotes
-from gitmail.values.message import MAX_BODY_BYTES
-from gitmail.values.names import RepoName
-from gitmail.workspace import repo_of, toplevel
+from gitmail.store.repository import Store
+from gitmail.sync.remotes import DEFAULT_INTERVAL, redact
+from gitmail.workspace import toplevel
 
 if TYPE_CHECKING:
     from gitmail.install import hooks as install_module
@@ -56,31 +54,7 @@ RepoOption = Annotated[
     typer.Option("--repo", help="The repo to act as (default: the git repository you are in).", show_default=False),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-
-
-def _say(text: str) -> None:
-    print(f"gitmail: {text}", file=sys.stderr)
-
-
-def _writer(explicit: str | None) -> tuple[RepoName, Path | None]:
-    """The acting repo: an explicit name, else the git toplevel of the current directory (else an error)."""
-    return (RepoName.parse(explicit), None) if explicit is not None else repo_of(os.getcwd())
-
-
-def _reader(explicit: str | None) -> tuple[RepoName, Path | None] | None:
-    """As `_writer`, but outside a repository a read shows nothing instead of failing."""
-    if explicit is None and toplevel(os.getcwd()) is None:
-        _say("not inside a git repository; name one with --repo")
-        return None
-    return _writer(explicit)
-
-
-def _body(message: str | None) -> bytes:
-    if message is not None:
-        return message.encode("utf-8", "surrogateescape")
-    if sys.stdin is None or sys.stdin.isatty():
-        return b""  # nothing piped in: an empty body rather than waiting on a terminal
-    return sys.stdin.buffer.read(MAX_BODY_BYTES + 1)  # enough to tell an oversized body, never unbounded
+IdArgument = Annotated[str, typer.Argument(metavar="ID", help="A message id (any unique prefix).")]
 
 
 @app.command()
@@ -108,47 +82,9 @@ def send(
 
     Prints the new message's id alone on standard output, so `id=$(gitmail send ...)` works.
     """
-    modes = [
-        name
-        for name, given in (("--to", to), ("--broadcast", broadcast), ("--reply-to", reply_to), ("--retract", retract))
-        if given
-    ]
-    if len(modes) != 1:
-        raise UsageError(
-            "give exactly one of --to, --broadcast, --reply-to or --retract"
-            + (f" (got {' and '.join(modes)})" if modes else "")
-        )
-    if retract is not None and (subject is not None or message is not None):
-        raise UsageError("--retract takes no --subject or --message")
-    if subject is None and reply_to is None and retract is None:
-        raise UsageError("a subject is required (--subject TEXT)")
-    me, path = _writer(sender)
-    box = open_mailbox()
-    if retract is not None:
-        changed = mailbox.retract(box, sender=me, message_id=retract)
-        _say(f"retracted {retract}" if changed else f"{retract} was already retracted")
-        return
-    body = _body(message)
-    if reply_to is not None:
-        entry = mailbox.reply(box, sender=me, to_id=reply_to, subject=subject, body=body)
-    elif broadcast:
-        entry = mailbox.broadcast(box, sender=me, subject=subject or "", body=body)
-    else:
-        assert to is not None
-        recipient = RepoName.parse(to)
-        new_name = not mailbox.known(box, recipient)
-        entry = mailbox.send(box, sender=me, to=recipient, subject=subject or "", body=body)
-        if new_name:
-            _say(
-                f"note: no repo named {recipient!r} has used this mailbox yet; it gets the message when a session "
-                "starts in a repository of that name"
-            )
-    if path is not None:
-        mailbox.claim(box, repo=me, path=path)
-    print(entry.message.id)
-    where = "every repo" if entry.message.is_broadcast else repr(entry.message.to)
-    _say(f"sent {entry.message.id} to {where}")
-    sync.after_send(box)
+    commands.send(
+        to=to, subject=subject, message=message, broadcast=broadcast, reply_to=reply_to, retract=retract, sender=sender
+    )
 
 
 @app.command()
@@ -159,32 +95,7 @@ def inbox(
 ) -> None:
     """Show the repo's pending mail: directed messages until done or replied to, and broadcasts not yet handed
     to it (reading hands them over, unless --peek)."""
-    from gitmail import delivery
-    from gitmail.store.lock import Deadline
-
-    who = _reader(repo)
-    if who is None:
-        return
-    me, path = who
-    box = open_mailbox()
-    reader = delivery.Reader(me, path, "cli", voice=render.Voice(command=delivery.own_command()))
-    shown = delivery.deliver(box, reader, delivery.Moment.INBOX, deadline=Deadline(WRITE_WAIT), budget=None, peek=peek)
-    if json_output:
-        print(
-            render.dumps(
-                {
-                    "repo": str(me),
-                    "directed": [render.as_json(e) for e in shown.shown.directed],
-                    "broadcasts": [render.as_json(e) for e in shown.shown.broadcasts],
-                    "unreadable": list(shown.mail.unreadable),
-                    "claimed_by": shown.mail.claimed_by,
-                }
-            )
-        )
-    elif shown.text:
-        print(shown.text, end="")
-    else:
-        _say(f"no mail for {str(me)!r}")
+    commands.inbox(repo=repo, json_output=json_output, peek=peek)
 
 
 @app.command()
@@ -203,45 +114,14 @@ def done(
     repo: RepoOption = None,
 ) -> None:
     """Mark messages done (archived) without replying. `gitmail reopen ID` undoes it."""
-    if bool(ids) == all_pending:
-        raise UsageError("name the messages to mark done, or pass --all (not both)")
-    from gitmail.store import sessions
-
-    box = open_mailbox()
-    caller = sessions.current() if all_pending else None
-    seen = sessions.shown(box.path, *caller) if caller else None
-    result = mailbox.done(box, repo=_writer(repo)[0], ids=ids or (), everything=all_pending, seen=seen)
-    for entry in result.archived:
-        _say(f"archived {_described(entry)}")
-    if result.already:
-        _say(f"nothing to do for {', '.join(result.already)}: already archived, or a broadcast")
-    if result.set_aside:
-        _say(
-            f"set aside {', '.join(result.set_aside)}: stored but unreadable, so not archived; kept under "
-            "refs/gitmail/_damaged/ (see `gitmail doctor`)"
-        )
-    if result.unshown:
-        _say(
-            f"left pending {', '.join(result.unshown)}: no session here was shown "
-            + ("it" if len(result.unshown) == 1 else "them")
-            + " yet (read with `gitmail inbox`)"
-        )
-    if not (result.archived or result.already or result.unshown or result.set_aside):
-        _say("no pending mail")
+    commands.done(ids=ids or [], all_pending=all_pending, repo=repo)
 
 
 @app.command()
-def reopen(
-    message_id: Annotated[str, typer.Argument(metavar="ID", help="A message id (any unique prefix).")],
-    repo: RepoOption = None,
-) -> None:
+def reopen(message_id: IdArgument, repo: RepoOption = None) -> None:
     """Make an archived message pending again (undoes `done`, or the archiving a reply did)."""
-    entry = mailbox.reopen(open_mailbox(), repo=_writer(repo)[0], message_id=message_id)
-    _say(f"reopened {_described(entry)}")
-
-
-def _described(entry: mailbox.Entry) -> str:
-    return f"{entry.message.id} from {render.quote(entry.message.sender)}: {render.quote(entry.message.subject)}"
+    entry = actions.reopen(open_mailbox(), commands.writer(repo), message_id)
+    say(f"reopened {render.described(entry)}")
 
 
 @app.command()
@@ -257,36 +137,15 @@ def log(
     """Mail history, newest first, with where each message stands: pending (not yet shown to a session of its
     recipient), delivered (shown, and when), done, replied (and the reply's id), or retracted.
     By default the repo's mail: sent to it, sent by it, and broadcasts."""
-    if everyone and (repo is not None or sent):
-        raise UsageError("--everyone takes no --repo or --sent")
-    name: RepoName | None = None
-    if not everyone and thread is None:
-        who = _reader(repo)
-        if who is None:
-            return
-        name = who[0]
-    entries = mailbox.log(open_mailbox(), repo=name, limit=count, grep=grep, thread=thread, sent=sent)
-    if json_output:
-        print(render.dumps([render.as_json(e) for e in entries]))
-    else:
-        for entry in entries:
-            print(render.log_line(entry))
-    if entries.unreadable:
-        _say(f"note: {render.unreadable(entries.unreadable)}")
+    commands.log(
+        repo=repo, everyone=everyone, count=count, grep=grep, thread=thread, sent=sent, json_output=json_output
+    )
 
 
 @app.command()
-def show(
-    message_id: Annotated[str, typer.Argument(metavar="ID", help="A message id (any unique prefix).")],
-    json_output: JsonOption = False,
-) -> None:
+def show(message_id: IdArgument, json_output: JsonOption = False) -> None:
     """Show one message whole."""
-    box = open_mailbox()
-    entry = mailbox.show(box, message_id)
-    if json_output:
-        print(render.dumps(render.as_json(entry)))
-    else:
-        print(render.card(entry, claims=load_claims(box), state=True))
+    commands.show(message_id=message_id, json_output=json_output)
 
 
 @app.command()
@@ -318,18 +177,18 @@ def view(
         if port:
             raise UsageError("--export writes a file and serves nothing; leave out --port")
         count = web.export(box, export)
-        _say(f"wrote {count} conversation{'' if count == 1 else 's'} to {export}")
+        say(f"wrote {count} conversation{'' if count == 1 else 's'} to {export}")
         return
     with web.Server(box, port=port) as server:
         print(server.url, flush=True)
-        _say("serving the mailbox read-only on 127.0.0.1; stop with Ctrl-C")
+        say("serving the mailbox read-only on 127.0.0.1; stop with Ctrl-C")
         web.stop_on_terminate()
         try:
             if not no_open and not web.open_browser(server.url):
-                _say("no graphical browser found: open the URL above in one")
+                say("no graphical browser found: open the URL above in one")
             server.serve_forever()
         except KeyboardInterrupt:
-            _say("stopped")
+            say("stopped")
 
 
 @app.command()
@@ -348,7 +207,7 @@ def doctor(
     Prints one line per finding, each problem with its remedy; exits 1 when there is a problem."""
     from gitmail import doctor as checks
 
-    box = open_mailbox()
+    box = Store()  # not opened: what cannot be opened is what doctor reports
     here = toplevel(os.getcwd())
     repaired = checks.repair(box, here=here) if repair else []
     report = checks.examine(box, here=here, home=Path.home(), repaired=repaired)
@@ -436,14 +295,14 @@ def _carry_out(plan: install_module.Plan, dry_run: bool) -> None:
         for change in plan.changes:
             print(change.diff() or f"{change.path}: unchanged", end="" if change.changed else "\n")
         if plan.trust:
-            _say(f"note: {installer.TRUST_PREVIEW}")
+            say(f"note: {installer.TRUST_PREVIEW}")
     else:
         for line in installer.apply(plan):
-            _say(line)
+            say(line)
     if not plan.changes:
-        _say("nothing to change")
+        say("nothing to change")
     for note in plan.notes:
-        _say(f"note: {note}")
+        say(f"note: {note}")
 
 
 @app.command()
@@ -477,17 +336,18 @@ def remote(ctx: typer.Context) -> None:
     repository URL (ssh, https, a path); several machines share one."""
     if ctx.invoked_subcommand is not None:
         return
-    from gitmail.store import machines as machine
+    from gitmail.store import machines
     from gitmail.sync import command as synccli
 
     box = open_mailbox()
-    for entry in remotes.remotes(box):
+    listed = actions.remotes(box)
+    for entry in listed:
         print(synccli.remote_line(box, entry))
-    if not remotes.remotes(box):
-        _say("no remotes (add one: gitmail remote add NAME URL)")
+    if not listed:
+        say("no remotes (add one: gitmail remote add NAME URL)")
     if box.exists():
-        here = machine.current(box)
-        _say(f"this machine: {here.name} ({here.id})")
+        here = machines.current(box)
+        say(f"this machine: {here.name} ({here.id})")
 
 
 @remote_app.command("add")
@@ -499,12 +359,12 @@ def remote_add(
     ] = False,
     interval: Annotated[
         int, typer.Option("--interval", min=1, help="Seconds between automatic syncs at session start.")
-    ] = remotes.DEFAULT_INTERVAL,
+    ] = DEFAULT_INTERVAL,
 ) -> None:
     """Add a remote to sync with. Sync copies every message (subjects, bodies, repo and machine names) to it."""
-    added = remotes.add_remote(open_mailbox(), name=name, url=url, auto=auto, interval=interval)
-    _say(f"added remote {added.name!r} ({remotes.redact(added.url)})" + (" to sync automatically" if auto else ""))
-    _say(
+    added = actions.add_remote(open_mailbox(), name=name, url=url, auto=auto, interval=interval)
+    say(f"added remote {added.name!r} ({redact(added.url)})" + (" to sync automatically" if auto else ""))
+    say(
         "note: sync sends the contents of every message to this remote: anyone who can read it can read your "
         "mail. Use a private repository. Run `gitmail sync` to sync now."
     )
@@ -521,18 +381,18 @@ def remote_set(
     ] = None,
 ) -> None:
     """Change how a remote syncs."""
-    changed = remotes.change_remote(open_mailbox(), name, auto=auto, interval=interval)
+    changed = actions.change_remote(open_mailbox(), name, auto=auto, interval=interval)
     how = (
         f"automatically, every {changed.interval} s at session start and after a send" if changed.auto else "when asked"
     )
-    _say(f"{changed.name!r} syncs {how}")
+    say(f"{changed.name!r} syncs {how}")
 
 
 @remote_app.command("remove")
 def remote_remove(name: Annotated[str, typer.Argument(help="The remote's name.")]) -> None:
     """Stop syncing with a remote. Nothing on the remote or in this mailbox's mail is deleted."""
-    sync.remove_remote(open_mailbox(), name)
-    _say(f"removed remote {name!r}")
+    actions.remove_remote(open_mailbox(), name)
+    say(f"removed remote {name!r}")
 
 
 @app.command("sync")
@@ -553,7 +413,7 @@ def sync_command(
     raise typer.Exit(synccli.run(name, quiet=quiet, auto=auto))
 
 
-@app.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@app.command(hidden=True, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 def hook(ctx: typer.Context) -> None:
     """Entry point for host programs: `gitmail hook session-start` reads the host's JSON on stdin and prints
     the pending mail framed for the session. It never fails the session."""
@@ -563,30 +423,23 @@ def hook(ctx: typer.Context) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line, through the one error edge: a mistake in the command itself is a usage error like any
+    other (exit 2, one line naming the help to read)."""
+    words = list(argv if argv is not None else sys.argv[1:])
+    return edge.run(lambda: _run(words), where="gitmail " + " ".join(words))
+
+
+def _run(argv: list[str]) -> int:
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="gitmail", standalone_mode=False)
-    except GitmailError as error:
-        _say(f"error: {error}")
-        return int(error.exit_code)
     except typer.TyperException as error:  # the command line itself was wrong
-        context = getattr(error, "ctx", None)
         if type(error).__name__ == "NoArgsIsHelpError":
             print(error.format_message())
             return int(ExitCode.OK)
+        context = getattr(error, "ctx", None)
         hint = f" (see '{context.command_path} --help')" if context is not None else ""
-        _say(f"error: {error.format_message()}{hint}")
-        return int(error.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
-        _say("interrupted")
-        return 130
-    except BrokenPipeError:  # `gitmail log | head`
-        sys.stderr.close()
-        return int(ExitCode.OK)
-    except Exception as error:  # a bug, or a failure nobody foresaw: one line here, the traceback in the log
-        from gitmail.hooks import report
-
-        where = report(error, "gitmail " + " ".join(argv or sys.argv[1:])).split(": ", 1)[-1]
-        _say(f"internal error: {where} Please report it.")
-        return int(ExitCode.INTERNAL)
+        raise UsageError(f"{error.format_message()}{hint}") from None
+    except typer.Abort:
+        raise KeyboardInterrupt from None
     return result if isinstance(result, int) else int(ExitCode.OK)

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
-from gitmail.store import claims, history, hookfiles, objects, stamps, startcache
+from gitmail.store import claims, history, hookfiles, setup, stamps, startcache
 from gitmail.store.claims import load_claims, save_claims
 from gitmail.store.gitcmd import GitFailed
 from gitmail.store.lock import GIT_LOCK_WAIT, Deadline
 from gitmail.store.log import problem
-from gitmail.store.objects import MAILBOX_CONFIG
 from gitmail.store.repository import Store
+from gitmail.store.setup import MAILBOX_CONFIG
 from gitmail.store.writer import Writer, writing
 from gitmail.values.layout import ROOT, Change, repo_of_component
 from gitmail.values.names import RepoName, first_format_ref, name_problem
@@ -96,7 +96,7 @@ def run(store: Store) -> bool:
         _normalise_claims(store)
         history.forget(store.path)  # its lines name repos as refs were spelled: rebuilt from the refs as now
         startcache.forget_all(store.path)
-        objects.configure(store.path, {VERSION_KEY: str(VERSION)})
+        setup.configure(store.path, {VERSION_KEY: str(VERSION)})
         if direct or waiting:
             _pack_refs(writer)
     return True

@@ -1,5 +1,4 @@
-"""git objects: written as loose objects by gitmail itself, read through git; and the mailbox repository created and
-configured with pygit2 (the only module that imports it).
+"""git objects: written as loose objects by gitmail itself, and read back through git.
 
 A message is a blob (its document), a tree holding it and a commit; broadcast hand-overs and receipts are notes
 commits. gitmail writes these objects in git's own loose format (zlib-compressed "<type> <size>\\0<content>", named
@@ -17,8 +16,7 @@ import os
 import zlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from gitmail.errors import MailboxError, Transient
 from gitmail.store import gitcmd, refs
@@ -29,14 +27,6 @@ from gitmail.values.message import DOCUMENT_NAME, Message
 from gitmail.values.names import RepoName
 
 BLOB, TREE = "100644", "40000"
-MAILBOX_CONFIG = {
-    "core.logAllRefUpdates": "always",  # every ref move leaves a reflog entry
-    "gc.auto": "0",  # gitmail packs under its own lock; no git command may do it behind its back
-    "gc.reflogExpire": "never",  # the reflog is the record of who archived what, when
-    "gc.reflogExpireUnreachable": "never",
-    "notes.gitmail-seen.mergeStrategy": "cat_sort_uniq",  # seen-sets merge as a union on sync
-    "gitmail.version": "2",  # 2: names in NFC, refs spelled so that case-insensitive file systems keep them apart
-}
 
 
 class Gone(MailboxError):
@@ -49,52 +39,6 @@ class Entry(NamedTuple):
     mode: str  # BLOB or TREE (as git writes modes: no leading zero)
     name: str
     oid: str
-
-
-# -- the repository itself ------------------------------------------------------------------------------------------
-
-
-def init(path: Path) -> None:
-    """A new bare mailbox repository at `path` (a fresh directory), configured."""
-    pygit2 = _pygit2()
-    _isolate()
-    repo = pygit2.init_repository(str(path), bare=True)
-    try:
-        for key, value in MAILBOX_CONFIG.items():
-            repo.config[key] = value
-    finally:
-        repo.free()
-
-
-def configure(path: Path, settings: Mapping[str, str]) -> None:
-    """Set these keys in the mailbox's config (under the caller's lock)."""
-    pygit2 = _pygit2()
-    _isolate()
-    try:
-        config = pygit2.Config(str(path / "config"))
-        for key, value in settings.items():
-            config[key] = value
-    except (pygit2.GitError, OSError) as error:
-        raise MailboxError(f"cannot write the mailbox's settings at {path}: {error}") from None
-
-
-def _pygit2() -> Any:  # the module, whose import is the cost this module avoids elsewhere
-    try:
-        import pygit2
-    except ImportError:
-        raise MailboxError(
-            "creating the mailbox needs the pygit2 package, which this Python lacks (pip install gitmail)"
-        ) from None
-    return pygit2
-
-
-def _isolate() -> None:
-    """libgit2 reads no user or system git config: a user's ~/.gitconfig must not change (or break) a write."""
-    from pygit2 import settings
-    from pygit2.enums import ConfigLevel
-
-    for level in (ConfigLevel.SYSTEM, ConfigLevel.XDG, ConfigLevel.GLOBAL, ConfigLevel.PROGRAMDATA):
-        settings.search_path[level] = ""
 
 
 # -- writing --------------------------------------------------------------------------------------------------------
@@ -169,9 +113,7 @@ class Objects:
         def order(entry: Entry) -> bytes:  # git sorts a folder as if its name ended in "/"
             return entry.name.encode() + (b"/" if entry.mode == TREE else b"")
 
-        content = b"".join(
-            f"{e.mode} {e.name}\0".encode() + bytes.fromhex(e.oid) for e in sorted(entries, key=order)
-        )
+        content = b"".join(f"{e.mode} {e.name}\0".encode() + bytes.fromhex(e.oid) for e in sorted(entries, key=order))
         return self.write("tree", content)
 
     def commit_of(

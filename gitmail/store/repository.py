@@ -264,7 +264,7 @@ class Store:
             return
         import tempfile
 
-        from gitmail.store import objects
+        from gitmail.store import setup
 
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -272,7 +272,7 @@ class Store:
         except OSError as error:
             raise unwritable(self.path.parent, error) from None
         try:
-            objects.init(building)
+            setup.init(building)
             (building / OWN_DIR).mkdir(mode=0o700)
             os.chmod(building, 0o700)
             try:

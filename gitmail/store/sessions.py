@@ -138,6 +138,18 @@ def shown(mailbox: Path, host: str, session_id: str) -> set[str]:
     return {str(i) for i in data.get("shown", [])} if isinstance(data, dict) else set()
 
 
+def saw(mailbox: Path, host: str, session_id: str, ids: set[str]) -> None:
+    """The session read these messages whole (`gitmail show` in it): they count as shown to it."""
+    if (
+        key(host, session_id) is None
+        or not (hookfiles.folder(mailbox, hookfiles.SESSIONS) / f"{host}-{session_id}.json").exists()
+    ):
+        return  # a session the hooks never saw keeps no record
+    with record(mailbox, host, session_id, Deadline(1.0)) as found:
+        if found is not None:
+            found.show(ids)
+
+
 def forget(mailbox: Path, host: str, session_id: str) -> None:
     """The session ended: its record goes."""
     name = key(host, session_id)

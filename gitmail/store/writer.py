@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import datetime
 
 from gitmail.errors import MailboxError
-from gitmail.store import history, lock, machines, objects, stamps, transaction
+from gitmail.store import history, lock, machines, objects, setup, stamps, transaction
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.objects import Objects
@@ -32,7 +32,7 @@ def writing(
     deadline = deadline or Deadline(timeout)
     with store.locked(deadline=deadline) as fd:
         if store.settings().get(MARK_KEY) is None:  # a mailbox whose settings were lost: gitmail's back first
-            objects.configure(store.path, objects.MAILBOX_CONFIG)
+            setup.configure(store.path, setup.MAILBOX_CONFIG)
         made = Objects(store)
         try:
             writer = Writer(store, made, actor, fd, deadline)

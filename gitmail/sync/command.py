@@ -1,13 +1,13 @@
 """`gitmail sync`, run without the command-line library: users, cron and the background start run it, and a sync
 that finds nothing new should cost little more than the fetch it makes. `python -m gitmail sync [NAME] [--quiet]
 [--auto]` comes here straight from __main__ (as the hook does); the typer command of the same name, for --help,
-calls `run` too. Like cli.main, it turns errors into one line and an exit code.
+calls `run` too. Errors end as everywhere else (edge.py).
 """
 
 from __future__ import annotations
 
-import sys
-
+from gitmail import edge
+from gitmail.edge import say
 from gitmail.errors import ExitCode, GitmailError
 
 TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
@@ -26,6 +26,11 @@ def main(argv: list[str]) -> int | None:
     if len(names) > 1 or not flags <= {"--quiet", "-q", "--auto"}:
         return None
     name, quiet, auto = (names[0] if names else None), bool(flags & {"--quiet", "-q"}), "--auto" in flags
+    return edge.run(lambda: run(name, quiet=quiet, auto=auto), where=" ".join(["gitmail sync", *argv]))
+
+
+def run(name: str | None, *, quiet: bool = False, auto: bool = False) -> int:
+    """One `gitmail sync`: the quick answer when nothing is new, else the whole way (engine.py)."""
     if not auto:
         from gitmail.sync.quick import up_to_date
 
@@ -35,34 +40,23 @@ def main(argv: list[str]) -> int | None:
             found = None
         if found is not None:
             for remote in found if not quiet else ():
-                _say(f"{remote}: up to date")
+                say(f"{remote}: up to date")
             return int(ExitCode.OK)
-    return run(name, quiet=quiet, auto=auto)
-
-
-def run(name: str | None, *, quiet: bool = False, auto: bool = False) -> int:
-    from gitmail.store.opening import open_mailbox
-    from gitmail.sync import engine as sync
+    from gitmail import actions
+    from gitmail.sync import engine
     from gitmail.sync.remotes import SyncError
 
-    try:
-        store = open_mailbox()
-        if auto:
-            return sync.run_background(store)
-        failed = False
-        for result in sync.sync_all(store, name, wait=LOCK_WAIT):
-            if isinstance(result, SyncError):
-                _say(f"error: {result}")
-                failed = True
-            elif not quiet:
-                _say(describe(result))
-        return int(ExitCode.RUNTIME) if failed else int(ExitCode.OK)
-    except GitmailError as error:
-        _say(f"error: {error}")
-        return int(error.exit_code)
-    except KeyboardInterrupt:
-        _say("interrupted")
-        return 130
+    store = actions.open_mailbox()
+    if auto:
+        return engine.run_background(store)
+    failed = False
+    for result in actions.sync(store, name, wait=LOCK_WAIT):
+        if isinstance(result, SyncError):
+            say(f"error: {result}")
+            failed = True
+        elif not quiet:
+            say(describe(result))
+    return int(ExitCode.RUNTIME) if failed else int(ExitCode.OK)
 
 
 def describe(outcome: Outcome) -> str:
@@ -79,8 +73,10 @@ def describe(outcome: Outcome) -> str:
     if outcome.notes:
         parts.append("hand-overs merged")
     if outcome.conflicts:
+        differ = "differs" if outcome.conflicts == 1 else "differ"
         parts.append(
-            f"{outcome.conflicts} {_messages(outcome.conflicts)} differ and were left as they are (see the log)"
+            f"{outcome.conflicts} {_messages(outcome.conflicts)} {differ} and {_be(outcome.conflicts)} left as "
+            "they are (see the log)"
         )
     return f"synced with {outcome.remote}: {', '.join(parts) or 'up to date'}"
 
@@ -89,8 +85,8 @@ def _messages(n: int) -> str:
     return "message" if n == 1 else "messages"
 
 
-def _say(text: str) -> None:
-    print(f"gitmail: {text}", file=sys.stderr)
+def _be(n: int) -> str:
+    return "was" if n == 1 else "were"
 
 
 def remote_line(store: Store, remote: Remote) -> str:

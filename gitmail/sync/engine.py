@@ -16,32 +16,31 @@ gitmail/sync/<remote>.json (synccheck.py).
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
-from gitmail.store import gitcmd
+from gitmail.store import gitcmd, machines
+from gitmail.store.files import unwritable
+from gitmail.store.log import problem
+from gitmail.store.repository import Store
+from gitmail.sync import background, quick, reconcile
 from gitmail.sync.quick import Record, fingerprint
 from gitmail.sync.remotes import (
     REMOTE_ROOT,
-    SETTINGS,
     TRACKING_ROOT,
     NotGitmail,
     Remote,
     SyncError,
+    configured,
     find,
     forget,
     redact,
-    remotes,
     url_problem,
 )
-
-if TYPE_CHECKING:
-    from gitmail.store.repository import Store
 
 ATTEMPTS = 8  # fetch, reconcile and push this often while other machines keep pushing in between
 NETWORK_REPOSITORY = "fetch.git"  # in gitmail/sync/: where fetch and push run (see _network_repository)
@@ -85,8 +84,6 @@ def sync_lock(store: Store, *, wait: float | None) -> Iterator[int | None]:
     lock is passed on to git's fetch and push, so it stays held until they exit even if gitmail is killed."""
     import fcntl
 
-    from gitmail.store.files import unwritable
-
     store.create()
     try:
         folder = _folder(store)
@@ -113,24 +110,8 @@ def sync_lock(store: Store, *, wait: float | None) -> Iterator[int | None]:
         os.close(fd)
 
 
-def _replace(path: Path, text: str) -> None:
-    """Write a small file of sync's own whole or not at all (not synced to disk: losing it costs one full sync).
-    Lighter than lock.write_atomically, whose tempfile import alone costs a quiet sync a tenth of its time."""
-    from gitmail.store.files import unwritable
-
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        temporary.write_text(text)
-        os.replace(temporary, path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise unwritable(path.parent, error) from None
-
-
 def _folder(store: Store) -> Path:
-    folder = store.own_dir / "sync"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return folder
+    return background.folder(store)
 
 
 def _clear_leftovers(store: Store, folder: Path) -> None:
@@ -151,8 +132,6 @@ def _network_repository(store: Store) -> Path:
     own refs. Made once, whole: built aside and renamed into place."""
     import shutil
     import tempfile
-
-    from gitmail.store.files import unwritable
 
     folder = _folder(store)
     repository = folder / NETWORK_REPOSITORY
@@ -179,7 +158,7 @@ def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> l
     """Sync with the remote called `name`, or with every remote in turn: one Outcome, or the SyncError that
     stopped it, per remote (one remote failing does not stop the others). Waits up to `wait` seconds for a sync
     of this mailbox that is already running."""
-    chosen = [find(store, name)] if name is not None else remotes(store)
+    chosen = [find(store, name)] if name is not None else configured(store)
     if not chosen:
         raise UsageError("no remote to sync with (add one: gitmail remote add NAME URL)")
     results: list[Outcome | SyncError] = []
@@ -199,26 +178,23 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
     The remote's refs are asked for first (`git ls-remote`): when they and this mailbox's ref files are as the
     last sync left them, that is all. Otherwise a fetch brings what the remote has that this mailbox lacks (only
     when the remote moved), reconcile.py brings it in and builds what the remote lacks, and one push sends it."""
-    from gitmail.store import machines as machine
-    from gitmail.sync import quick as synccheck
-    from gitmail.sync import reconcile
 
     problem = url_problem(remote.url)
     if problem:
         raise SyncError(f"{remote.name}: refusing to sync with {redact(remote.url)}: {problem}")
     record = Record.load(store.path, remote.name)
     record.last_attempt = time.time()
-    _touch_attempt(store)
+    background.touch_attempt(store)
     outcome = Outcome(remote.name)
     try:
-        listing = synccheck.advertised(store.path, remote.url, pass_fds=(lock_fd,))
+        listing = quick.advertised(store.path, remote.url, pass_fds=(lock_fd,))
         if listing.returncode != 0:
             raise SyncError(f"{remote.name}: cannot reach {redact(remote.url)}: {_reason(listing.stderr)}")
-        advertised = synccheck.tips(listing.stdout)
+        advertised = quick.tips(listing.stdout)
         if record.in_step(remote.url, advertised, store.path):
             record.last_success, record.error = time.time(), None
             return outcome
-        here = machine.current(store)
+        here = machines.current(store)
         _mirror(store, remote.name)  # after a sync killed between its fetch and its mirror
         for attempt in range(1, ATTEMPTS + 1):
             before = _tracking(store, remote.name)
@@ -268,16 +244,10 @@ def _jitter() -> float:
 
 
 def _save(record: Record, store: Store, name: str) -> None:
-    from gitmail.store.files import unwritable
-
     try:
         record.save(store.path, name)
     except OSError as error:
         raise unwritable(store.path, error) from None
-
-
-def _touch_attempt(store: Store) -> None:
-    (_folder(store) / "last-attempt").touch()
 
 
 # -- talking to the remote --------------------------------------------------------------------------------------
@@ -416,104 +386,18 @@ def _reason(stderr: str, *, prefer_remote: bool = False) -> str:
     return lines[-1] if lines else "git gave no reason"
 
 
-# -- in the background -------------------------------------------------------------------------------------------
-
-
-def start_if_due(store: Store, auto: Sequence[Remote] | None = None) -> bool:
-    """For the session-start hook: start a background sync of the automatic remotes (`auto`, when the caller has
-    them already) when the last sync is older than their interval. Costs a read of the config, a stat and a spawn;
-    never raises, never waits."""
-    try:
-        auto = automatic(store) if auto is None else auto
-        if not auto or time.time() < next_due(store, auto):
-            return False
-        _touch_attempt(store)
-        return _start(store)
-    except Exception as error:  # a background sync must never cost a session anything
-        _log(store, f"could not start a background sync: {error}")
-        return False
-
-
-def after_send(store: Store) -> bool:
-    """For the command line after a send: push the new message in the background when a remote syncs
-    automatically. Never raises, never waits."""
-    try:
-        return bool(automatic(store)) and _start(store)
-    except Exception as error:
-        _log(store, f"could not start a background sync: {error}")
-        return False
-
-
-def automatic(store: Store) -> list[Remote]:
-    """The remotes marked to sync by themselves."""
-    try:
-        if SETTINGS not in (store.path / "config").read_text(errors="replace"):
-            return []  # the common case, without starting git
-    except OSError:
-        return []
-    return [r for r in remotes(store) if r.auto]
-
-
-def next_due(store: Store, auto: Sequence[Remote]) -> float:
-    """When a session start must next start a background sync of these automatic remotes (a time.time() value;
-    0 when one is due now)."""
-    try:
-        last = (store.own_dir / "sync" / "last-attempt").stat().st_mtime
-    except FileNotFoundError:
-        return 0.0
-    return last + min(r.interval for r in auto) if auto else 0.0
-
-
-def request(store: Store) -> None:
-    """Ask for a background sync: a running one sees the request when it is done and goes again."""
-    import secrets
-
-    _replace(_folder(store) / "wanted", secrets.token_hex(8))
-
-
-def _start(store: Store) -> bool:
-    """Ask for a background sync and start one (which leaves at once if another runs: that one goes again)."""
-    import subprocess
-
-    request(store)
-    subprocess.Popen(
-        [sys.executable, "-P", "-m", "gitmail", "sync", "--auto"],  # -P: no folder of the cwd shadows gitmail
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd="/",
-        env={**os.environ, "GITMAIL_DIR": str(store.path)},
-        start_new_session=True,  # detached: no terminal to prompt on, not killed with the session's process group
-    )
-    return True
-
-
 def run_background(store: Store) -> int:
     """The background sync (`gitmail sync --auto`): every automatic remote, errors to the log, and again as long
     as new requests came in while it ran. Leaves at once when another sync holds the lock: that one goes again."""
-    wanted = _folder(store) / "wanted"
     while True:
-        token = _read(wanted)
+        token = background.wanted(store)
         with sync_lock(store, wait=None) as fd:
             if fd is None:
                 return 0
-            for remote in automatic(store):
+            for remote in background.automatic(store):
                 try:
                     sync(store, remote, lock_fd=fd)
                 except GitmailError as error:
-                    _log(store, f"background sync: {error}")
-        if _read(wanted) == token:
+                    problem(store.path, f"background sync: {error}")
+        if background.wanted(store) == token:
             return 0
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
-
-def _log(store: Store, text: str) -> None:
-    from gitmail.store.log import problem
-
-    problem(store.path, text)

@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
-from gitmail.store import gitcmd, startcache
+from gitmail.store import gitconfig, startcache
 
 if TYPE_CHECKING:
     from gitmail.store.repository import Store
@@ -83,19 +83,15 @@ def redact(url: str) -> str:
     return re.sub(r"://[^/@]*@", "://***@", url) if url_problem(url) and "://" in url else url
 
 
-def remotes(store: Store) -> list[Remote]:
+def configured(store: Store) -> list[Remote]:
     """The configured remotes, in the order they were added."""
     if not store.exists():
         return []
-    try:
-        out = store.git("config", "--get-regexp", rf"^{SETTINGS}\.").decode(errors="replace")
-    except gitcmd.GitFailed:  # none configured
-        return []
-    found: dict[str, dict[str, str]] = {}
-    for line in out.splitlines():
-        key, _, value = line.partition(" ")
-        name, _, variable = key[len(SETTINGS) + 1 :].rpartition(".")
-        found.setdefault(name, {})[variable] = value
+    return from_settings(store.settings())
+
+
+def from_settings(settings: gitconfig.Config) -> list[Remote]:
+    """The remotes a mailbox config names (as `git config` writes `[gitmail-remote "<name>"]` sections)."""
     return [
         Remote(
             name,
@@ -103,7 +99,7 @@ def remotes(store: Store) -> list[Remote]:
             values.get("auto", "false").lower() in ("true", "yes", "on", "1"),
             _seconds(values.get("interval")),
         )
-        for name, values in found.items()
+        for name, values in settings.subsections(SETTINGS).items()
         if not name_problem(name)
     ]
 
@@ -116,10 +112,10 @@ def _seconds(raw: str | None) -> int:
 
 
 def find(store: Store, name: str) -> Remote:
-    for remote in remotes(store):
+    for remote in configured(store):
         if remote.name == name:
             return remote
-    known = ", ".join(r.name for r in remotes(store))
+    known = ", ".join(r.name for r in configured(store))
     raise UsageError(
         f"no remote named {name!r}" + (f" (known: {known})" if known else " (add one: gitmail remote add)")
     )
@@ -133,7 +129,7 @@ def add_remote(store: Store, *, name: str, url: str, auto: bool = False, interva
     if interval < 1:
         raise UsageError("the interval must be at least 1 second")
     with store.locked():
-        if any(r.name == name for r in remotes(store)):
+        if any(r.name == name for r in configured(store)):
             raise UsageError(f"a remote named {name!r} exists already (remove it first: gitmail remote remove {name})")
         _configure(store, name, url=url, auto=auto, interval=interval)
     return Remote(name, url, auto, interval)

@@ -1,0 +1,62 @@
+"""Creating the mailbox repository and keeping gitmail's settings in its config, with pygit2 (the only module that
+imports it: its import costs more than most commands may, so only creating and repairing a mailbox pay it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gitmail.errors import MailboxError
+
+MAILBOX_CONFIG = {
+    "core.logAllRefUpdates": "always",  # every ref move leaves a reflog entry
+    "gc.auto": "0",  # gitmail packs under its own lock; no git command may do it behind its back
+    "gc.reflogExpire": "never",  # the reflog is the record of who archived what, when
+    "gc.reflogExpireUnreachable": "never",
+    "notes.gitmail-seen.mergeStrategy": "cat_sort_uniq",  # seen-sets merge as a union on sync
+    "gitmail.version": "2",  # 2: names in NFC, refs spelled so that case-insensitive file systems keep them apart
+}
+
+
+def init(path: Path) -> None:
+    """A new bare mailbox repository at `path` (a fresh directory), configured."""
+    pygit2 = _pygit2()
+    _isolate()
+    repo = pygit2.init_repository(str(path), bare=True)
+    try:
+        for key, value in MAILBOX_CONFIG.items():
+            repo.config[key] = value
+    finally:
+        repo.free()
+
+
+def configure(path: Path, settings: Mapping[str, str]) -> None:
+    """Set these keys in the mailbox's config (under the caller's lock)."""
+    pygit2 = _pygit2()
+    _isolate()
+    try:
+        config = pygit2.Config(str(path / "config"))
+        for key, value in settings.items():
+            config[key] = value
+    except (pygit2.GitError, OSError) as error:
+        raise MailboxError(f"cannot write the mailbox's settings at {path}: {error}") from None
+
+
+def _pygit2() -> Any:  # the module, whose import is the cost this module avoids elsewhere
+    try:
+        import pygit2
+    except ImportError:
+        raise MailboxError(
+            "creating the mailbox needs the pygit2 package, which this Python lacks (pip install gitmail)"
+        ) from None
+    return pygit2
+
+
+def _isolate() -> None:
+    """libgit2 reads no user or system git config: a user's ~/.gitconfig must not change (or break) a write."""
+    from pygit2 import settings
+    from pygit2.enums import ConfigLevel
+
+    for level in (ConfigLevel.SYSTEM, ConfigLevel.XDG, ConfigLevel.GLOBAL, ConfigLevel.PROGRAMDATA):
+        settings.search_path[level] = ""
