@@ -286,7 +286,9 @@ def test_retract_stops_delivery_keeps_history_and_is_idempotent(box: Store) -> N
 def test_hand_over_skips_what_a_concurrent_reader_already_took(box: Store) -> None:
     cast = mailbox.broadcast(box, sender="api", subject="once")
     seen_early = mailbox.pending(box, repo="web").broadcasts
-    assert ids(mailbox.record_shown(box, repo="web", shown=(), broadcasts=seen_early, host="api", moment="inbox")) == [cast.message.id]
+    assert ids(mailbox.record_shown(box, repo="web", shown=(), broadcasts=seen_early, host="api", moment="inbox")) == [
+        cast.message.id
+    ]
     assert mailbox.record_shown(box, repo="web", shown=(), broadcasts=seen_early, host="api", moment="inbox") == []
 
 

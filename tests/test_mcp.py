@@ -147,9 +147,7 @@ def test_roots_name_one_repository_or_the_call_must(repos: RepoFactory, tmp_path
     assert roots.from_directory(str(tmp_path / "notes")) is None
     assert roots.from_directory(str(web)) == roots.Who(RepoName("web"), web, f"the server's directory {web}")
     spaced = repos("My App")
-    assert roots.from_roots([spaced.as_uri()]) == roots.Who(
-        RepoName("My App"), spaced, f"the client's root {spaced}"
-    )
+    assert roots.from_roots([spaced.as_uri()]) == roots.Who(RepoName("My App"), spaced, f"the client's root {spaced}")
 
 
 def test_the_inbox_answer_keeps_within_the_hooks_budget(box: Store, web: Path) -> None:
