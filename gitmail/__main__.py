@@ -17,6 +17,12 @@ def main() -> int:
         code = sync_main(args[1:])
         if code is not None:
             return code
+    if args[:1] and args[0] in ("send", "inbox", "done", "show", "log"):  # plain forms without the CLI library
+        from gitmail.cli.quick import main as quick_main
+
+        code = quick_main(args)
+        if code is not None:
+            return code
     from gitmail.cli.app import main as cli_main
 
     return cli_main(args)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -215,3 +217,79 @@ def test_a_name_read_from_a_second_path_is_warned_about(cli: CliRunner, repos: R
     assert "Note: the name" not in cli("inbox", cwd=first).out
     out = cli("inbox", cwd=second).out
     assert f'Note: the name "web" was first used by the repository at "{first.resolve()}"' in out
+
+
+@pytest.mark.parametrize(
+    ("args", "blocked", "extra"),
+    [
+        (["mcp"], "mcp", "mcp"),
+        (["mcp"], "watchfiles", "mcp"),
+        (["install", "--mcp", "--claude", "--dry-run"], "mcp", "mcp"),
+        (["view", "--no-open"], "jinja2", "view"),
+    ],
+)
+def test_a_command_whose_extra_is_missing_says_in_one_line_how_to_install_it(
+    web: Path, args: list[str], blocked: str, extra: str
+) -> None:
+    probe = (
+        "import sys\n"
+        f"sys.modules[{blocked!r}] = None  # as if not installed\n"
+        "from gitmail.__main__ import main\n"
+        f"sys.argv = ['gitmail', *{args!r}]\n"
+        "sys.exit(main())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=web, capture_output=True, text=True, timeout=60)
+    command = " ".join(["gitmail", *args[:2]]) if args[0] == "install" else f"gitmail {args[0]}"
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"gitmail: error: `{command}` needs gitmail's {extra} extra ({blocked} is not installed): "
+        f"pip install 'gitmail[{extra}]'\n"
+    )
+
+
+def test_the_quick_path_knows_every_option_as_typer_does() -> None:
+    """cli/quick.py parses the plain forms of the mail commands without typer: each option it knows must be one of
+    typer's for that command, with the same parameter and kind (flag or value), and each of typer's must be known."""
+    import typer
+
+    from gitmail.cli import quick
+    from gitmail.cli.app import app
+
+    group = typer.main.get_command(app)
+    for name, spec in quick.specs().items():
+        command = group.commands[name]  # type: ignore[attr-defined]
+        typer_options: dict[str, tuple[str, bool]] = {}
+        positional = None
+        for param in command.params:
+            if param.param_type_name == "argument":
+                positional = param.name
+                continue
+            for spelling in param.opts:
+                typer_options[spelling] = (param.name, bool(param.is_flag))
+        quick_options = {
+            **{k: (v, False) for k, v in spec.options.items()},
+            **{k: (v, True) for k, v in spec.flags.items()},
+        }
+        assert quick_options == {k: v for k, v in typer_options.items() if k not in ("--help", "-h")}, name
+        assert spec.positional == positional, name
+        assert set(quick.DEFAULTS[name]) | ({spec.positional} if spec.positional else set()) == {
+            p.name for p in command.params if p.name != "help"
+        }, name
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["send", "--help"],
+        ["send", "--to", "web", "-s", "x", "--", "y"],
+        ["send", "-m", "-5 degrees", "--to", "web", "-s", "x"],
+        ["log", "-n", "0"],
+        ["show"],
+        ["inbox", "extra"],
+    ],
+)
+def test_what_is_not_a_plain_form_goes_to_typer(args: list[str]) -> None:
+    from gitmail.cli import quick
+
+    spec = quick.specs()[args[0]]
+    assert quick.parse(spec, args[0], args[1:]) is None

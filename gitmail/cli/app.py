@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -170,7 +170,7 @@ def view(
     """Show the mailbox as a read-only web page on 127.0.0.1: the repos and what waits for each, conversations
     drawn as threads, broadcasts and the repos they reached, search. Prints the page's URL (it carries an access
     token) as the first line and serves until interrupted; new mail appears on the page as it arrives."""
-    from gitmail.web import server as web
+    web = _extra("gitmail.web.server", "view", "gitmail view")
 
     box = open_mailbox()
     if export is not None:
@@ -262,6 +262,7 @@ def install(
     if not hosts:
         raise GitmailError("found neither Claude Code (~/.claude) nor Codex (~/.codex); pass --claude or --codex")
     if mcp:
+        _extra("gitmail.mcp.server", "mcp", "gitmail install --mcp")  # a server that cannot start helps nobody
         from gitmail.install import mcp as mcpconfig
 
         return _carry_out(mcpconfig.plan(home=home, hosts=hosts, install=True), dry_run)
@@ -313,7 +314,7 @@ def mcp(
 ) -> None:
     """Run the MCP server on standard input and output (an MCP client starts it): gitmail's tools and the
     inbox as a resource, for any agent client that speaks the Model Context Protocol."""
-    from gitmail.mcp import server as mcpserver
+    mcpserver = _extra("gitmail.mcp.server", "mcp", "gitmail mcp")
 
     if print_config:
         print(mcpserver.print_config())
@@ -420,6 +421,19 @@ def hook(ctx: typer.Context) -> None:
     from gitmail.hooks import main as hook_main
 
     raise typer.Exit(hook_main(list(ctx.args)))
+
+
+def _extra(module: str, extra: str, command: str) -> Any:
+    """A wing installed as an extra; a one-line error saying how to install it when it is not."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        missing = (error.name or "a package").split(".")[0]
+        raise GitmailError(
+            f"`{command}` needs gitmail's {extra} extra ({missing} is not installed): pip install 'gitmail[{extra}]'"
+        ) from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import INVALID_PARAMS
+from watchfiles import awatch
 
 from gitmail import __version__, edge
 from gitmail.errors import GitmailError
@@ -219,8 +220,6 @@ class Mailroom:
 async def _next_change(path: Path, stop: anyio.Event) -> None:
     """Return once anything in `path` (one folder, not below it) changes. inotify where there is one; watchfiles
     polls by itself where there is none."""
-    from watchfiles import awatch
-
     async for _ in awatch(
         path,
         watch_filter=None,

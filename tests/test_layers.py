@@ -1,0 +1,104 @@
+"""The package's shape: every import of every module (at the top, inside functions, and for typing only) goes to
+its own layer or one below, and there is no import cycle anywhere. Layers, lowest first: the value types; the
+mailbox on disk; where a command works and the error edge; mail and sync over the store; text; the delivery
+policy; the action layer; the adapters and wings; the command line, which routes to them; the process's entry."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "gitmail"
+LAYERS = [
+    ["gitmail", "gitmail.errors", "gitmail.values"],
+    ["gitmail.store"],
+    ["gitmail.workspace", "gitmail.edge"],
+    ["gitmail.mailbox", "gitmail.sync.remotes", "gitmail.sync.quick", "gitmail.sync.background"],
+    ["gitmail.sync.reconcile", "gitmail.sync.engine", "gitmail.render"],
+    ["gitmail.delivery"],
+    ["gitmail.actions"],
+    ["gitmail.sync.command", "gitmail.hooks", "gitmail.mcp", "gitmail.web", "gitmail.install", "gitmail.doctor"],
+    ["gitmail.cli"],
+    ["gitmail.__main__"],
+]
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every gitmail module `name` imports, wherever in the file (a function body, `if TYPE_CHECKING:`)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known}
+    return {module for module in found if module in known and module != name}
+
+
+def layer(name: str) -> int:
+    matches = [
+        (len(prefix), index)
+        for index, prefixes in enumerate(LAYERS)
+        for prefix in prefixes
+        if name == prefix or name.startswith(prefix + ".")
+    ]
+    assert matches, f"{name} belongs to no layer: add it to LAYERS"
+    return max(matches)[1]
+
+
+GRAPH = {name: imports(name, path, set(modules())) for name, path in modules().items()}
+
+
+@pytest.mark.parametrize("name", sorted(GRAPH))
+def test_a_module_imports_nothing_above_its_layer(name: str) -> None:
+    above = sorted(other for other in GRAPH[name] if layer(other) > layer(name))
+    assert not above, f"{name} (layer {layer(name)}) imports {above}"
+
+
+def test_there_is_no_import_cycle() -> None:
+    state: dict[str, int] = {}  # 1: being walked, 2: done
+
+    def walk(name: str, trail: list[str]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            cycle = trail[trail.index(name) :] + [name]
+            pytest.fail("import cycle: " + " -> ".join(cycle))
+        state[name] = 1
+        for other in sorted(GRAPH[name]):
+            walk(other, [*trail, name])
+        state[name] = 2
+
+    for name in sorted(GRAPH):
+        walk(name, [])
+
+
+def test_the_walk_sees_imports_inside_functions_and_for_typing(tmp_path: Path) -> None:
+    """The test above can fail: an import hidden in a function or behind TYPE_CHECKING counts."""
+    hidden = tmp_path / "gitmail" / "x.py"
+    hidden.parent.mkdir()
+    hidden.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gitmail.actions import send\n"
+        "def f():\n    from gitmail import delivery\n"
+    )
+    assert imports("gitmail.x", hidden, {"gitmail.actions", "gitmail.delivery", "gitmail.x"}) == {
+        "gitmail.actions",
+        "gitmail.delivery",
+    }
