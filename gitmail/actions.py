@@ -4,12 +4,8 @@ MCP server and the web view only translate their input into these calls and form
 gitmail's Python API:
 
     from gitmail import actions
-    from gitmail.sync.remotes import DEFAULT_INTERVAL, Remote, SyncError, configured
-from gitmail.workspace import Actor, Session
-
-if TYPE_CHECKING:
-    from gitmail.sync.engine import Outcome
     from gitmail.values.names import RepoName
+    from gitmail.workspace import Actor
 
     box = actions.open_mailbox()                      # ~/.gitmail/mail.git, or $GITMAIL_DIR, or a path
     api, web = Actor(RepoName("api")), Actor(RepoName("web"))
@@ -36,12 +32,12 @@ from gitmail.store.claims import claim, load_claims
 from gitmail.store.lock import Deadline
 from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import WRITE_WAIT, Store
-from gitmail.sync.remotes import DEFAULT_INTERVAL, Remote, SyncError, configured
 from gitmail.values.names import RepoName
 from gitmail.workspace import Actor, Session
 
 if TYPE_CHECKING:
     from gitmail.sync.engine import Outcome
+    from gitmail.sync.remotes import Remote, SyncError
 
 __all__ = ["open_mailbox"]  # the entry point of the API, re-exported
 
@@ -212,14 +208,17 @@ def known(box: Store, repo: RepoName) -> bool:
 
 def remotes(box: Store) -> list[Remote]:
     """The remotes this mailbox syncs with, in the order they were added."""
+    from gitmail.sync.remotes import configured
+
     return configured(box)
 
 
-def add_remote(box: Store, *, name: str, url: str, auto: bool = False, interval: int = DEFAULT_INTERVAL) -> Remote:
-    """Record a remote to sync with (nothing is sent until the first sync)."""
+def add_remote(box: Store, *, name: str, url: str, auto: bool = False, interval: int | None = None) -> Remote:
+    """Record a remote to sync with (nothing is sent until the first sync); `interval`: seconds between automatic
+    syncs (default 300)."""
     from gitmail.sync import remotes as settings
 
-    return settings.add_remote(box, name=name, url=url, auto=auto, interval=interval)
+    return settings.add_remote(box, name=name, url=url, auto=auto, interval=interval or settings.DEFAULT_INTERVAL)
 
 
 def change_remote(box: Store, name: str, *, auto: bool | None = None, interval: int | None = None) -> Remote:

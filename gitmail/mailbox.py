@@ -6,16 +6,15 @@ that the action layer (actions.py) composes into what users ask for; it decides 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
-from gitmail.store import history
 from gitmail.store.claims import load_claims
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
 from gitmail.store.repository import WRITE_WAIT, Store
-from gitmail.store.writer import Writer, writing
 from gitmail.values import receipts
 from gitmail.values.ids import BROADCAST, ID_ALPHABET, ID_LENGTH, new_id
 from gitmail.values.layout import (
@@ -38,6 +37,10 @@ from gitmail.values.layout import (
 from gitmail.values.message import DOCUMENT_NAME, BadDocument, Message, clean_body, clean_subject, parse, reply_subject
 from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
+
+if TYPE_CHECKING:  # what writes is loaded only to write
+    from gitmail.store import history
+    from gitmail.store.writer import Writer
 
 
 class Entry(NamedTuple):
@@ -76,6 +79,13 @@ class History(list[Entry]):
         self.unreadable = list(unreadable)
 
 
+def _writing(store: Store, **kwargs: Any) -> AbstractContextManager[Writer]:
+    """store/writer.py's `writing`, imported when something is to be written: readers never load the writer."""
+    from gitmail.store.writer import writing
+
+    return writing(store, **kwargs)
+
+
 def now() -> datetime:
     return datetime.now(UTC).astimezone()
 
@@ -96,7 +106,7 @@ def send(
     recipient = RepoName.parse(to)
     message = _compose(sender=sender, to=recipient, subject=subject, body=body, when=when)
     for attempt in attempts():
-        with attempt, writing(store, actor=message.sender) as writer:
+        with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
             oid = writer.commit(message)
             writer.apply(
@@ -113,7 +123,7 @@ def broadcast(
     message = _compose(sender=sender, to=BROADCAST, subject=subject, body=body, when=when)
     active = state_prefix(State.BROADCAST)
     for attempt in attempts():
-        with attempt, writing(store, actor=message.sender) as writer:
+        with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, active)
             oid = writer.commit(message)
             # One transaction: the broadcast, and its sender in its seen-set (a sender is never handed its own).
@@ -149,7 +159,7 @@ def reply(
         reply_to=first.id,
     )
     for attempt in attempts():
-        with attempt, writing(store, actor=me) as writer:
+        with attempt, _writing(store, actor=me) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
             oid = writer.commit(message, parents=[original.oid])
             changes = [Change(inbox_prefix(recipient) + message.id, oid, None)]
@@ -176,7 +186,7 @@ def retract(store: Store, *, sender: str, message_id: str) -> bool:
         return False
     active = state_prefix(State.BROADCAST) + entry.message.id
     for attempt in attempts():
-        with attempt, writing(store, actor=me) as writer:
+        with attempt, _writing(store, actor=me) as writer:
             if writer.target(active) != entry.oid:
                 return False
             retracted = state_prefix(State.RETRACTED) + entry.message.id
@@ -271,7 +281,7 @@ def record_shown(
         return []
     when = when or now()
     for attempt in attempts():
-        with attempt, writing(store, actor=me, deadline=deadline or Deadline(timeout)) as writer:
+        with attempt, _writing(store, actor=me, deadline=deadline or Deadline(timeout)) as writer:
             active = [e for e in broadcasts if writer.target(state_prefix(State.BROADCAST) + e.message.id) == e.oid]
             seen, added = writer.note_lines(SEEN_NOTES, {e.oid: [str(me)] for e in active}, who=me, when=when)
             handed = [e for e in active if e.oid in added]
@@ -385,7 +395,7 @@ def done(
     entries = {e.message.id: e for e in _entries(list(todo.values()), _documents(store, todo.values()), Here(store))[0]}
     archived: list[Entry] = []
     for attempt in attempts():
-        with attempt, writing(store, actor=me) as writer:
+        with attempt, _writing(store, actor=me) as writer:
             changes: list[Change] = []
             for place in todo.values():
                 if writer.target(place.ref) != place.oid:  # a concurrent `done` got there first
@@ -419,7 +429,7 @@ def reopen(store: Store, *, repo: str, message_id: str) -> Entry:
         raise GitmailError(f"{place.id} is already pending")
     entry = show(store, place.id)
     for attempt in attempts():
-        with attempt, writing(store, actor=me) as writer:
+        with attempt, _writing(store, actor=me) as writer:
             if writer.target(place.ref) != place.oid:
                 raise GitmailError(f"{place.id} changed while reopening it; try again")
             changes = [Change(inbox_prefix(me) + place.id, place.oid, None), Change(place.ref, None, place.oid)]
@@ -502,6 +512,8 @@ def log(
 def _recent(store: Store, me: RepoName | None, limit: int, sent: bool) -> tuple[list[Entry], list[str]] | None:
     """The newest messages through the history index: a few small reads, whatever the archive holds. None when
     there is no index to read."""
+    from gitmail.store import history
+
     names = [history.EVERYONE] if me is None else [me.ref] if sent else [me.ref, history.BROADCAST]
     wanted = limit + 8
     while True:
@@ -525,6 +537,8 @@ def _recent(store: Store, me: RepoName | None, limit: int, sent: bool) -> tuple[
 
 def _homes(line: history.Line) -> list[str]:
     """The refs a message of this history line can be under."""
+    from gitmail.store import history
+
     if line.recipient == history.BROADCAST:
         return [state_prefix(State.BROADCAST) + line.id, state_prefix(State.RETRACTED) + line.id]
     return [f"{ROOT}{line.recipient}/inbox/{line.id}", f"{ROOT}{line.recipient}/archive/{line.id}"]

@@ -154,9 +154,15 @@ def test_an_unreadable_mailbox_gives_a_note(web: Path, box: Store) -> None:
     failure_note(hook(web, payload(web))[0])
 
 
-def test_git_missing_from_path_gives_a_note(web: Path, box: Store, tmp_path: Path) -> None:
-    mailbox.send(box, sender="api", to="web", subject="x")
+def test_git_missing_from_path_still_delivers_what_is_loose_and_a_note_for_the_rest(
+    web: Path, box: Store, tmp_path: Path
+) -> None:
+    sent = mailbox.send(box, sender="api", to="web", subject="x")
     context, _ = hook(web, payload(web), env={"PATH": str(tmp_path / "empty")})
+    assert context is not None and sent.message.id in context  # refs and loose objects are read without git
+    subprocess.run(["git", "--git-dir", str(box.path), "repack", "-adq"], check=True)
+    subprocess.run(["git", "--git-dir", str(box.path), "prune-packed"], check=True)  # now only git can read it
+    context, _ = hook(web, payload(web, session_id="other"), env={"PATH": str(tmp_path / "empty")})
     assert "git was not found on PATH" in failure_note(context)
 
 

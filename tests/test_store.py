@@ -3,6 +3,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -254,19 +255,21 @@ def test_a_kept_reader_sees_what_was_written_and_packed_after_it_started(box: St
 
 def test_a_kept_reader_whose_git_was_killed_starts_another(box: Store) -> None:
     sent = mailbox.send(box, sender="api", to="web", subject="hello")
+    subprocess.run(["git", "--git-dir", str(box.path), "repack", "-adq"], check=True)  # packed: read through git
+    subprocess.run(["git", "--git-dir", str(box.path), "prune-packed"], check=True)
     spec = f"refs/gitmail/web/inbox/{sent.message.id}:message.md"
     kept = _reading(box)
     try:
         expected = kept.read([spec])
-        assert kept._reader is not None
+        assert expected[0] and kept._reader is not None
         process = kept._reader._process
-        process.kill()
-        process.wait()
+        assert process is not None
+        os.kill(process.pid, signal.SIGKILL)
         assert kept.read([spec]) == expected
         assert kept._reader._process is not process
     finally:
         kept.close()
-    assert process.poll() is not None and kept._reader is None
+    assert not process.alive() and kept._reader is None
 
 
 def test_a_kept_reader_serves_threads_at_once(box: Store) -> None:

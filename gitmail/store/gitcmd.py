@@ -14,6 +14,7 @@ and still run no hook. Every local command stays on `run`.
 from __future__ import annotations
 
 import os
+import time
 
 from gitmail.errors import MailboxError
 
@@ -65,6 +66,94 @@ class GitFailed(MailboxError):
         self.stderr = stderr
 
 
+class Spawned:
+    """What a finished process left: its exit code and everything it wrote."""
+
+    __slots__ = ("returncode", "stdout", "stderr")
+
+    def __init__(self, returncode: int, stdout: bytes, stderr: bytes) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def spawn(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    stdin: bytes | None = None,
+    pass_fds: Sequence[int] = (),
+    timeout: float | None = None,
+) -> Spawned:
+    """Run a program to its end with os.posix_spawnp, feeding it `stdin` and collecting its output, without the
+    subprocess module (whose import costs the hooks and the quick commands milliseconds each). The fds in
+    `pass_fds` stay open in it (the mailbox lock, which must outlive gitmail if it is killed); a process still
+    running after `timeout` seconds is killed (returncode -9). Raises FileNotFoundError when the program is missing."""
+    import select
+
+    child_in, feed = os.pipe() if stdin else (None, None)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    actions: list[tuple[Any, ...]] = [
+        (os.POSIX_SPAWN_DUP2, child_in, 0)
+        if child_in is not None
+        else (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, out_w, 1),
+        (os.POSIX_SPAWN_DUP2, err_w, 2),
+        *((os.POSIX_SPAWN_DUP2, fd, fd) for fd in pass_fds),  # the same fd: its close-on-exec flag is cleared
+    ]
+    try:
+        pid = os.posix_spawnp(argv[0], list(argv), dict(env), file_actions=actions)
+    finally:
+        for fd in (child_in, out_w, err_w):
+            if fd is not None:
+                os.close(fd)
+    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+    pending = memoryview(stdin or b"")
+    poller = select.poll()
+    poller.register(out_r, select.POLLIN)
+    poller.register(err_r, select.POLLIN)
+    if feed is not None:
+        os.set_blocking(feed, False)
+        poller.register(feed, select.POLLOUT)
+    end = None if timeout is None else time.monotonic() + timeout
+    open_fds = {out_r, err_r} | ({feed} if feed is not None else set())
+    killed = False
+    try:
+        while open_fds:
+            wait = None if end is None else max(0.0, end - time.monotonic())
+            ready = poller.poll(None if wait is None else int(wait * 1000))
+            if not ready and end is not None and time.monotonic() >= end:
+                os.kill(pid, 9)
+                killed = True
+                break
+            for fd, _ in ready:
+                if fd == feed:
+                    try:
+                        written = os.write(fd, pending[:65536])
+                    except BrokenPipeError:
+                        written = len(pending)
+                    pending = pending[written:]
+                    if not pending:
+                        poller.unregister(fd)
+                        os.close(fd)
+                        open_fds.discard(fd)
+                    continue
+                data = os.read(fd, 65536)
+                if data:
+                    chunks[fd].append(data)
+                else:
+                    poller.unregister(fd)
+                    open_fds.discard(fd)
+    finally:
+        for fd in open_fds:
+            os.close(fd)
+        for fd in (out_r, err_r):
+            if fd not in open_fds:
+                os.close(fd)
+        _, status = os.waitpid(pid, 0)
+    code = -9 if killed else os.waitstatus_to_exitcode(status)
+    return Spawned(code, b"".join(chunks[out_r]), b"".join(chunks[err_r]))
+
+
 def run(
     git_dir: str | PathLike[str],
     *args: str,
@@ -72,16 +161,14 @@ def run(
     env: Mapping[str, str] | None = None,
     pass_fds: Sequence[int] = (),
 ) -> bytes:
-    """Run one git command on the mailbox; its standard output, or GitFailed."""
-    import subprocess  # here, not above: a quiet `gitmail sync` runs its one git command without it
-
+    """Run one git command on the mailbox; its standard output, or GitFailed. git is started in the mailbox (`-C`):
+    the caller's directory may be gone, and git must not care."""
+    where = str(git_dir)
     try:
-        done = subprocess.run(
-            ["git", "--git-dir", str(git_dir), *SAFE_CONFIG, *args],
-            input=stdin,
-            capture_output=True,
-            cwd=git_dir,  # the caller's directory may be gone; git must not care
-            env=environment(env),
+        done = spawn(
+            ["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, *args],
+            environment(env),
+            stdin=stdin,
             pass_fds=pass_fds,
         )
     except FileNotFoundError:
@@ -154,23 +241,19 @@ def run_network(
 ) -> NetworkResult:
     """Run one git command that talks to a remote, with the user's authentication and git config, and no hook.
     Never raises for git's own failures: the caller reads the exit code and the messages."""
-    import subprocess
-
     try:
-        done = subprocess.run(
+        done = spawn(
             ["git", "--git-dir", str(git_dir), *SAFE_CONFIG, *args],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            env=network_environment(),
+            network_environment(),
             pass_fds=pass_fds,
             timeout=timeout,
         )
     except FileNotFoundError:
         raise MailboxError("git was not found on PATH; gitmail syncs with it") from None
-    except subprocess.TimeoutExpired:
-        return NetworkResult(-1, b"", f"fatal: no answer within {timeout:g} seconds")
     except OSError as error:
         raise MailboxError(f"could not run git: {error.strerror or error}") from None
+    if done.returncode == -9:
+        return NetworkResult(-1, b"", f"fatal: no answer within {timeout:g} seconds")
     return NetworkResult(done.returncode, done.stdout, done.stderr.decode(errors="replace"))
 
 
@@ -203,17 +286,17 @@ BATCH_CHUNK = 16_384  # bytes of requests written before their answers are read:
 
 
 class BatchReader:
-    """One `git cat-file --batch` kept running for a long-lived process (the MCP server), so that each read costs a
-    round trip through a pipe instead of a git process. It sees what the mailbox holds when it is asked: a ref in a
-    request is resolved then, and git looks for new packs when an object is not where it last looked. Thread-safe;
-    a git that died is started again once per read."""
+    """One `git cat-file --batch` kept running for a process that reads many times (the MCP server, a writer reading
+    notes), so that each read costs a round trip through a pipe instead of a git process. It sees what the mailbox
+    holds when it is asked: a ref in a request is resolved then, and git looks for new packs when an object is not
+    where it last looked. Thread-safe; a git that died is started again once per read."""
 
     def __init__(self, git_dir: str | PathLike[str]) -> None:
-        import threading
+        import _thread  # the threading module costs the hooks an import; a plain lock is all this needs
 
         self.git_dir = str(git_dir)
-        self._lock = threading.Lock()
-        self._process: Any = None
+        self._lock = _thread.allocate_lock()
+        self._process: _Piped | None = None
 
     def read(self, specs: Sequence[str]) -> list[bytes | None]:
         """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing."""
@@ -243,38 +326,66 @@ class BatchReader:
             results += [_answer(process.stdout) for _ in chunk]
         return results
 
-    def _running(self) -> Any:
-        if self._process is None or self._process.poll() is not None:
-            import subprocess
-
+    def _running(self) -> _Piped:
+        if self._process is None or not self._process.alive():
             self._stop()
+            where = self.git_dir
+            argv = ["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, "cat-file", "--batch"]
             try:
-                self._process = subprocess.Popen(
-                    ["git", "--git-dir", self.git_dir, *SAFE_CONFIG, "cat-file", "--batch"],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    cwd=self.git_dir,
-                    env=environment(),
-                )
+                self._process = _Piped(argv, environment())
             except FileNotFoundError:
                 raise MailboxError("git was not found on PATH; gitmail reads the mailbox with it") from None
         return self._process
 
     def _stop(self) -> None:
         process, self._process = self._process, None
-        if process is None:
-            return
-        for stream in (process.stdin, process.stdout):
+        if process is not None:
+            process.stop()
+
+
+class _Piped:
+    """A process whose standard input and output are pipes to this one (its errors go nowhere)."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        child_in, feed = os.pipe()
+        drain, child_out = os.pipe()
+        actions = [
+            (os.POSIX_SPAWN_DUP2, child_in, 0),
+            (os.POSIX_SPAWN_DUP2, child_out, 1),
+            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+        ]
+        try:
+            self.pid = os.posix_spawnp(argv[0], list(argv), dict(env), file_actions=actions)
+        except BaseException:
+            for fd in (child_in, feed, drain, child_out):
+                os.close(fd)
+            raise
+        os.close(child_in)
+        os.close(child_out)
+        self.stdin = os.fdopen(feed, "wb")
+        self.stdout = os.fdopen(drain, "rb")
+        self.code: int | None = None
+
+    def alive(self) -> bool:
+        if self.code is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.code = os.waitstatus_to_exitcode(status)
+        return self.code is None
+
+    def stop(self) -> None:
+        for stream in (self.stdin, self.stdout):
             try:
                 stream.close()
             except OSError:
                 pass
-        try:
-            process.kill()
-            process.wait()
-        except OSError:
-            pass
+        if self.code is None:
+            try:
+                os.kill(self.pid, 9)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.code = -9
 
 
 def _chunks(specs: Sequence[str]) -> Iterator[Sequence[str]]:

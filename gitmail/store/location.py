@@ -4,9 +4,12 @@ for Python (hook.sh keeps a copy in shell, checked against this one by the tests
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from gitmail.errors import UsageError
+
+TYPE_CHECKING = False  # pathlib costs the quick sync path an import; only `default_path` needs it
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MAILBOX_ENV = "GITMAIL_DIR"
 DEFAULT = (".gitmail", "mail.git")  # below the home directory
@@ -14,18 +17,24 @@ OWN_DIR = "gitmail"  # gitmail's own files inside the repository: lock, journal,
 LOG_NAME = "gitmail.log"  # beside the mailbox
 
 
-def default_path() -> Path:
+def mailbox_path() -> str:
     """~/.gitmail/mail.git, or the absolute path $GITMAIL_DIR names (a relative one is refused)."""
     configured = os.environ.get(MAILBOX_ENV)
     if not configured:
-        return Path.home().joinpath(*DEFAULT)
-    path = Path(configured).expanduser()
-    if not path.is_absolute():
+        return os.path.join(os.path.expanduser("~"), *DEFAULT)
+    path = os.path.expanduser(configured)
+    if not os.path.isabs(path):
         raise UsageError(
             f"{MAILBOX_ENV} must be an absolute path (it is {configured!r}): a relative one would make a separate "
             "mailbox in every directory"
         )
     return path
+
+
+def default_path() -> Path:
+    from pathlib import Path
+
+    return Path(mailbox_path())
 
 
 def log_path(mailbox: Path) -> Path:

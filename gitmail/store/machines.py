@@ -26,9 +26,7 @@ ARRIVED_FILE = "arrived-by-sync"  # messages sync brought that would otherwise p
 
 def host_name() -> str:
     """The host name made into a machine name (characters a name cannot hold become '-')."""
-    import socket
-
-    raw = socket.gethostname() or "machine"
+    raw = os.uname().nodename or "machine"  # what socket.gethostname() says, without importing socket
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", raw).lstrip("._-")[:64]
     return cleaned or "machine"
 

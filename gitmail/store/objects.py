@@ -11,9 +11,7 @@ nothing points to yet is harmless garbage, and refs move only through checked `g
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import zlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -25,6 +23,15 @@ from gitmail.store.repository import Store
 from gitmail.values.layout import email
 from gitmail.values.message import DOCUMENT_NAME, Message
 from gitmail.values.names import RepoName
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hashlib import sha1 as _sha1
+else:
+    try:  # CPython's own SHA-1: hashlib would load OpenSSL, milliseconds of every send
+        from _sha1 import sha1 as _sha1
+    except ImportError:  # an interpreter built without it
+        from hashlib import sha1 as _sha1
 
 BLOB, TREE = "100644", "40000"
 
@@ -66,11 +73,13 @@ class Objects:
         """One loose object; its id. Already there (loose) costs nothing; packed, it is written loose once more,
         which the next packing folds in."""
         data = f"{kind} {len(content)}\0".encode() + content
-        oid = hashlib.sha1(data).hexdigest()
+        oid = _sha1(data).hexdigest()
         folder = self.path / "objects" / oid[:2]
         target = folder / oid[2:]
         if target.exists():
             return oid
+        import zlib  # here: readers never need it
+
         temporary = folder / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
         try:
             folder.mkdir(exist_ok=True)

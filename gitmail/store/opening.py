@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import os
 
-from gitmail.store import migrate
 from gitmail.store.repository import Store
+from gitmail.store.setup import MAILBOX_CONFIG
+
+VERSION = MAILBOX_CONFIG["gitmail.version"]
 
 
 def open_mailbox(path: str | os.PathLike[str] | None = None) -> Store:
     """The mailbox at `path`, or the default one (location.py). Nothing is created until the first write; a mailbox
     that exists is checked (MailboxError when it cannot be used) and, if of an older format, migrated."""
     store = Store(path)
-    if store.exists():
+    if store.exists() and store.settings().get("gitmail.version") != VERSION:
+        from gitmail.store import migrate  # rarely needed: only a mailbox of another format loads it
+
         migrate.on_open(store)
     return store

@@ -40,12 +40,13 @@ def resolve(mailbox: Path, refs: Iterable[str]) -> dict[str, str]:
     return found
 
 
-def listing(mailbox: Path, prefix: str) -> dict[str, str]:
-    """Every ref whose name starts with `prefix` (a folder: "refs/gitmail/web/inbox/"), with what it holds."""
+def listing(mailbox: Path, prefix: str, limit: int | None = None) -> dict[str, str]:
+    """Every ref whose name starts with `prefix` (a folder: "refs/gitmail/web/inbox/"), with what it holds; with
+    `limit`, the first that many of them by name."""
     found: dict[str, str] = {}
     packed = _Packed(mailbox / "packed-refs")
     try:
-        found.update(packed.under(prefix))
+        found.update(packed.under(prefix, limit))
     finally:
         packed.close()
     folder = mailbox / prefix
@@ -54,6 +55,8 @@ def listing(mailbox: Path, prefix: str) -> dict[str, str]:
             oid = _loose(path)
             if oid is not None:
                 found[prefix + os.path.relpath(path, folder).replace(os.sep, "/")] = oid
+    if limit is not None and len(found) > limit:
+        return dict(sorted(found.items())[:limit])
     return found
 
 
@@ -112,8 +115,8 @@ class _Packed:
             break
         return None
 
-    def under(self, prefix: str) -> list[tuple[str, str]]:
-        """The (ref, oid) lines whose ref starts with `prefix`, in order."""
+    def under(self, prefix: str, limit: int | None = None) -> list[tuple[str, str]]:
+        """The (ref, oid) lines whose ref starts with `prefix`, in order (the first `limit` of them)."""
         if self.handle is None:
             return []
         key = prefix.encode()
@@ -126,6 +129,8 @@ class _Packed:
             oid, _, name = line.rstrip(b"\n").partition(b" ")
             if name.startswith(key):
                 found.append((name.decode("utf-8", "replace"), oid.decode("ascii", "replace")))
+                if limit is not None and self.sorted and len(found) >= limit:
+                    break
             elif self.sorted and name > key:
                 break
         return [(name, oid) for name, oid in found if _is_oid(oid)]

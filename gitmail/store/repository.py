@@ -18,15 +18,19 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitmail.errors import MailboxError, UsageError
-from gitmail.store import gitcmd, gitconfig, history, lock, stamps, transaction
+from gitmail.store import gitcmd, gitconfig, lock, loose, refs, stamps
 from gitmail.store.files import unwritable
 from gitmail.store.location import MAILBOX_ENV, OWN_DIR, default_path
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.values.layout import ROOT, Located, locate
 from gitmail.values.names import RepoName, first_format_ref, from_address, nfd
+
+if TYPE_CHECKING:
+    from gitmail.store import history
 
 MARK_KEY = "gitmail.version"  # set in every mailbox gitmail made: what makes a repository one
 WRITE_WAIT = 10.0  # seconds a command waits for another writer
@@ -40,6 +44,7 @@ class Store:
         self._checked = False
         self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
         self._reader: gitcmd.BatchReader | None = None  # a cat-file kept running, for long-lived processes
+        self._settings: tuple[tuple[int, int, int] | None, gitconfig.Config] | None = None  # the config, as last read
 
     # -- existence and health ---------------------------------------------------------------------------------
 
@@ -94,9 +99,19 @@ class Store:
 
     def settings(self) -> gitconfig.Config:
         """The mailbox's git config, read without starting git where gitmail's reader follows it (the hooks ask at
-        every session start), else from git."""
+        every session start), else from git. Read again only when the file changed (a config that includes
+        another is read every time)."""
+        try:
+            info = os.stat(self.path / "config")
+            stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+        except OSError:
+            stamp = None
+        if stamp is not None and self._settings is not None and self._settings[0] == stamp:
+            return self._settings[1]
         found = gitconfig.load(self.path / "config")
         if found is not None:
+            if not found.get_all("include.path"):
+                self._settings = (stamp, found)
             return found
         try:
             listed = self.git("config", "--includes", "--list", "-z").decode(errors="replace")
@@ -138,6 +153,13 @@ class Store:
         """Message refs under the given prefixes (or glob patterns), parsed; foreign refs are ignored."""
         if not self.exists():
             return []
+        if not self.old_names and all(p.endswith("/") and "*" not in p for p in patterns):
+            # Folders: read from the ref files, without a git process (refs.py), in git's order.
+            listed = sorted(
+                {ref: oid for prefix in patterns for ref, oid in refs.listing(self.path, prefix).items()}.items()
+            )
+            places = [p for ref, oid in listed if (p := locate(ref, oid))]
+            return places if count is None else places[:count]
         limit = [f"--count={count}"] if count is not None else []
         out = self.git("for-each-ref", "--format=%(objectname) %(refname)", *limit, *self.readable(patterns))
         found = []
@@ -188,9 +210,16 @@ class Store:
         return [p for p in places if p.oid in gone]
 
     def read(self, specs: Sequence[str]) -> list[bytes | None]:
-        """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing."""
+        """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing. What
+        is loose is read directly (loose.py); only the rest costs a `git cat-file`."""
         if not specs:
             return []
+        found = loose.read(self.path, specs)
+        rest = [spec for spec, got in zip(specs, found, strict=True) if got is loose.ELSEWHERE]
+        answers = iter(self._cat_file(rest) if rest else [])
+        return [next(answers) if got is loose.ELSEWHERE else got if isinstance(got, bytes) else None for got in found]
+
+    def _cat_file(self, specs: Sequence[str]) -> list[bytes | None]:
         if self._reader is not None:
             return self._reader.read(specs)
         out = self.git("cat-file", "--batch", "--buffer", stdin="".join(s + "\n" for s in specs).encode())
@@ -307,6 +336,8 @@ class Store:
     def recent(self, names: Sequence[str], wanted: int) -> list[history.Line] | None:
         """The newest lines of these history files; None when the index cannot be had (a mailbox this process
         may not write, whose index was never built; a mailbox whose migration is not finished)."""
+        from gitmail.store import history  # `log` needs it; the hooks do not
+
         if not self.exists():
             return []
         if self.old_names:
@@ -320,6 +351,8 @@ class Store:
         return history.newest(self.path, names, wanted)
 
     def _every_message(self) -> list[history.Line]:
+        from gitmail.store import history
+
         fields = "%(objectname) %(refname) %(authordate:unix) %(authoremail)"
         try:
             rows = self.git("for-each-ref", f"--format={fields}", "refs/gitmail/").decode(errors="replace")
@@ -349,6 +382,8 @@ class Store:
         journal = lock.Journal(self.own_dir)
         if not journal.exists():
             return
+        from gitmail.store import history, transaction  # a dead writer's change: rare
+
         try:
             changes = journal.load()
         except (OSError, ValueError) as error:

@@ -17,7 +17,7 @@ from gitmail.store.log import problem
 from gitmail.store.objects import Objects
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store
 from gitmail.store.transaction import reflog
-from gitmail.values.layout import Change, damaged_ref, locate
+from gitmail.values.layout import Change, damaged_ref, email, locate
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName, from_address
 
@@ -51,6 +51,7 @@ class Writer:
         self._wrote = False
         self._readable: dict[str, bool] = {}  # notes commits looked at: whether they can be built on
         self._told: set[tuple[str, str | None]] = set()  # notes refs whose damage was logged, with what replaced it
+        self._authors: dict[str, tuple[str, int]] = {}  # commits written here: their author address and time
 
     def target(self, ref: str) -> str | None:
         return self.objects.target(ref)
@@ -59,7 +60,9 @@ class Writer:
         """Write the message's blob, tree and commit (no ref yet: unreferenced objects are harmless garbage).
         The commit records the machine it was written on."""
         self._wrote = True
-        return self.objects.commit(message._replace(machine=machines.current(self.store)), parents)
+        oid = self.objects.commit(message._replace(machine=machines.current(self.store)), parents)
+        self._authors[oid] = (email(message.sender), int(message.date.timestamp()))
+        return oid
 
     def apply(self, changes: Sequence[Change], reason: str) -> None:
         """Make every change or none. Each is checked against the value it expects (git update-ref refuses the
@@ -91,7 +94,7 @@ class Writer:
             place = locate(change.ref, change.new) if change.old is None and change.new else None
             if place is None or place.id in moved:
                 continue
-            address, when = self.objects.author(place.oid)
+            address, when = self._authors.get(place.oid) or self.objects.author(place.oid)
             recipient = place.recipient.ref if place.recipient is not None else history.BROADCAST
             sender = from_address(address)
             lines.append(history.Line(when, place.id, recipient, sender.ref if sender else history.UNKNOWN))

@@ -9,11 +9,16 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitmail.store.files import write_atomically
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
-from gitmail.sync.remotes import Remote, configured
+
+if TYPE_CHECKING:
+    from gitmail.sync.remotes import Remote
+
+SETTINGS = "gitmail-remote"  # the config section of a remote (remotes.py)
 
 FOLDER = "sync"  # sync's own files in the mailbox's own folder
 LAST_ATTEMPT = "last-attempt"  # touched when a sync starts: when the next one is due
@@ -22,6 +27,10 @@ WANTED = "wanted"  # a token rewritten by each request: a running sync goes agai
 
 def automatic(store: Store) -> list[Remote]:
     """The remotes marked to sync by themselves."""
+    if not store.exists() or not store.settings().subsections(SETTINGS):
+        return []  # every session start asks: without loading remotes.py when there are none
+    from gitmail.sync.remotes import configured
+
     return [r for r in configured(store) if r.auto]
 
 

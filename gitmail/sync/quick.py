@@ -14,7 +14,9 @@ import json
 import os
 import time
 
-from gitmail.store import gitcmd
+from gitmail.errors import UsageError
+from gitmail.store import gitcmd, gitconfig
+from gitmail.store.location import mailbox_path
 
 TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
 if TYPE_CHECKING:
@@ -176,52 +178,20 @@ def up_to_date(name: str | None = None) -> list[str] | None:
 
 
 def _ls_remote(mailbox: str, url: str) -> bytes | None:
-    """`advertised`, run with os.posix_spawnp rather than the subprocess module, whose import would cost a quiet
-    sync a tenth of its time. Only its listing matters here: on any failure, the whole way runs it again and
-    reports why."""
-    import select
-
-    argv = ["git", "--git-dir", mailbox, *gitcmd.SAFE_CONFIG, "ls-remote", "--", url, f"{REMOTE_ROOT}*"]
-    reading, writing = os.pipe()
+    """`advertised`'s listing; None on any failure (the whole way runs it again and reports why)."""
     try:
-        pid = os.posix_spawnp(
-            "git",
-            argv,
-            gitcmd.network_environment(),
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, writing, 1),
-                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-            ],
-        )
+        listing = advertised(mailbox, url)
     except OSError:
-        os.close(reading)
         return None
-    finally:
-        os.close(writing)
-    chunks = []
-    deadline = time.monotonic() + TIMEOUT
-    with os.fdopen(reading, "rb", buffering=0) as pipe:
-        while select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            chunk = pipe.read(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        else:
-            os.kill(pid, 9)  # no answer in time (SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    return b"".join(chunks) if os.waitstatus_to_exitcode(status) == 0 else None
+    return listing.stdout if listing.returncode == 0 else None
 
 
 def _mailbox() -> str | None:
-    """The mailbox store.default_path names, if it is plainly this user's own (store.Store checks it fully)."""
-    configured = os.environ.get("GITMAIL_DIR")
-    if configured:
-        path = os.path.expanduser(configured)
-        if not os.path.isabs(path):
-            return None
-    else:
-        path = os.path.join(os.path.expanduser("~"), ".gitmail", "mail.git")
+    """The mailbox location.py names, if it is plainly this user's own (the whole way checks it fully)."""
+    try:
+        path = mailbox_path()
+    except UsageError:
+        return None
     try:
         for inside in ("", "config", SYNC_DIR):
             info = os.stat(os.path.join(path, inside))
@@ -233,33 +203,8 @@ def _mailbox() -> str | None:
 
 
 def _remotes(mailbox: str) -> dict[str, str] | None:
-    """Each remote's URL from the mailbox's config, as `git config` writes it; None at anything else (a quoted
-    or continued value, an include, a section named twice): then sync reads the config with git itself."""
-    try:
-        with open(os.path.join(mailbox, "config"), encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except (OSError, UnicodeDecodeError):
+    """Each remote's URL from the mailbox's config; None when the config cannot be read without git."""
+    settings = gitconfig.load(os.path.join(mailbox, "config"))
+    if settings is None:
         return None
-    found: dict[str, str] = {}
-    section: str | None = None
-    for raw in lines:
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("["):
-            header = line.lower()
-            if header.startswith(("[include", f"[{SETTINGS}.")) or "\\" in line:
-                return None
-            section = None
-            if header.startswith(f'[{SETTINGS} "') and line.endswith('"]'):
-                section = line[len(SETTINGS) + 3 : -2]
-                if section in found or '"' in section:
-                    return None
-            continue
-        key, equals, value = line.partition("=")
-        if section is not None and key.strip().lower() == "url":
-            value = value.strip()
-            if not equals or not value or value[0] == '"' or any(c in value for c in "\\#;") or section in found:
-                return None
-            found[section] = value
-    return found
+    return {name: values.get("url", "") for name, values in settings.subsections(SETTINGS).items()}
