@@ -197,5 +197,6 @@ def test_claim_detection_errs_towards_flagging() -> None:
         "we are waiting on you",
     ]
     plain = ["Schema v2 is live", "fix the parser", "tests pass now"]
-    assert all(render._USER_CLAIM.search(t) for t in flagged)
-    assert not any(render._USER_CLAIM.search(t) for t in plain)
+    assert all(render.speaks_for_the_user(t) for t in flagged)
+    assert not any(render.speaks_for_the_user(t) for t in plain)
+    assert render.speaks_for_the_user("the uſer wants it")  # a long s folds to s, for re and for the quick check alike
