@@ -23,6 +23,14 @@ MOMENT_ROWS = {
     "moments: session start, mail unchanged",
     "moments: session start with new mail",
     "moments: session start, mail unchanged, a remote syncing by itself",
+    "moments: session start with new mail, 20 pending, 1,000 archived",
+}
+PEER_ROWS = {
+    "peers: python3 -c pass",
+    "peers: gitmail send",
+    "peers: agent-collab-kit send",
+    "peers: gitmail inbox --peek (20 pending)",
+    "peers: agent-collab-kit inbox (20 pending)",
 }
 QUIET_SYNC_ROWS = {
     f"{what}, nothing new ({how})" for what in ("git fetch", "gitmail sync") for how in ("git daemon", "path")
@@ -46,7 +54,7 @@ def test_quick_benchmark_reports_every_row() -> None:
     report = json.loads(done.stdout)
     rows = report["rows"]
     sync_rows = QUIET_SYNC_ROWS | NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE, WHOLE_MAILBOX}
-    assert {row["name"] for row in rows} == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | sync_rows
+    assert {row["name"] for row in rows} == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | PEER_ROWS | sync_rows
     assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
     sizes = report["settings"]["sizes"]
     assert sizes == [0, 1000]
@@ -62,6 +70,10 @@ def test_quick_benchmark_reports_every_row() -> None:
     assert all(row["archived"] is None for row in moments.values())
     for name in MOMENT_ROWS - {"moments: python3 -c pass"}:
         assert "× python3 -c pass" in moments[name]["note"], name
+
+    peers = {row["name"]: row for row in rows if row["name"] in PEER_ROWS}
+    for name in ("peers: gitmail send", "peers: gitmail inbox --peek (20 pending)"):
+        assert "× agent-collab-kit 0.1.2" in peers[name]["note"], name
 
     for name in QUIET_SYNC_ROWS | {WHOLE_MAILBOX}:
         assert sorted(row["archived"] for row in rows if row["name"] == name) == sizes, name

@@ -165,7 +165,7 @@ KILLABLE = (
     PRELUDE
     + """
 import random
-import gitmail.store
+import gitmail.store.writer
 gitmail.store.writer.LOOSE_OBJECTS_BEFORE_PACKING = int(sys.argv[2])  # pack often, so kills land inside packing too
 worker = sys.argv[3]
 i = 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import socket
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +24,7 @@ def test_the_name_comes_from_the_environment_then_the_setting_then_the_host(
 ) -> None:
     box.create()
     monkeypatch.delenv(machine.MACHINE_ENV, raising=False)
-    monkeypatch.setattr(socket, "gethostname", lambda: "build box.example.com")
+    monkeypatch.setattr(os, "uname", lambda: type("Uname", (), {"nodename": "build box.example.com"})())
     assert machine.current(box).name == "build-box.example.com"
     box.git("config", machine.SETTING, "laptop")
     assert machine.current(box).name == "laptop"

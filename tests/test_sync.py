@@ -341,7 +341,7 @@ def test_the_quick_check_says_up_to_date_only_when_nothing_changed(
     config = (a.path / "config").read_text()
     (a.path / "config").write_text(config.replace(str(remote), str(remote) + "/"))  # the URL was edited by hand
     assert synccheck.up_to_date() is None
-    (a.path / "config").write_text(config + "[include]\n\tpath = elsewhere\n")  # anything unusual: ask git
+    (a.path / "config").write_text(config + '[includeIf "gitdir:/x/"]\n\tpath = elsewhere\n')  # unusual: ask git
     assert synccheck.up_to_date() is None
     (a.path / "config").write_text(config)
     assert synccheck.up_to_date() == ["origin"]
