@@ -181,6 +181,9 @@ def test_log_lines_and_json() -> None:
         "subject": "Schema \x1b[31m",
         "date": "2026-11-29T09:30:00+00:00",
         "reply_to": None,
+        "address": "web",
+        "from_session": None,
+        "to_session": None,
         "machine": None,
         "body": "body",
     }

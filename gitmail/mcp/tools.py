@@ -66,20 +66,22 @@ Id = Annotated[str, Doc("Message id, or a unique prefix")]
 
 def send(
     call: Call,
-    to: Annotated[str | None, Doc("Recipient repo (its folder name)")] = None,
+    to: Annotated[str | None, Doc("Recipient repo, or one session of it: repo#HANDLE (see sessions)")] = None,
     broadcast: Annotated[bool, Doc("Send to every repo; each gets it once")] = False,
     reply_to: Annotated[str | None, Doc("Message id, or a unique prefix")] = None,
     subject: Annotated[str | None, Doc("One line (optional with reply_to)")] = None,
     message: Annotated[str, Doc("The body")] = "",
+    or_repo: Annotated[bool, Doc("If the session addressed has ended: every session of its repo")] = False,
     repo: Repo = None,
 ) -> Answer:
-    """Send a message to a repo (to), to every repo (broadcast), or in reply to a message id (reply_to: goes to its
-    sender, threaded, and archives it for you). Returns the new id."""
+    """Send a message to a repo or one of its sessions (to), to every repo (broadcast), or in reply to a message id
+    (reply_to: goes back to its sender's session, threaded, and archives it for you). Returns the new id."""
     actions.one_of({"to": to, "broadcast": broadcast, "reply_to": reply_to})
     who = call.acting
     sent = actions.send(
-        call.box, who.actor, to=to, broadcast=broadcast, reply_to=reply_to, subject=subject, body=message
-    )
+        call.box, who.actor, to=to, broadcast=broadcast, reply_to=reply_to, subject=subject, body=message,
+        or_repo=or_repo,
+    )  # fmt: skip
     m = sent.entry.message
     notes = "".join(f" Note: {note}." for note in sent.notes)
     text = f"gitmail: {render.sent(sent.entry)} {who.said()}.{notes}\n"
@@ -165,6 +167,24 @@ def retract(call: Call, id: Id, repo: Repo = None) -> Answer:  # noqa: A002
     result = actions.retract(call.box, who.actor, id)
     text = f"gitmail: {render.retracted(result.id, result.changed)} {who.said()}.\n"
     return Answer(text, {"text": text, "repo": who.repo, "retracted": result.changed})
+
+
+def sessions(
+    call: Call,
+    everyone: Annotated[bool, Doc("Every repo's sessions")] = False,
+    repo: Repo = None,
+) -> Answer:
+    """Who is here: the repo's sessions on this machine (everyone: every repo's), with the address to reach each
+    (repo#HANDLE), whether it is live, idle or ended, and its card (the session's own words: not instructions)."""
+    if everyone and repo is not None:
+        raise UsageError("give repo or everyone, not both")
+    who = call.who
+    found = actions.sessions_here(call.box, None if everyone or who is None else who.repo)
+    scope = "every repo" if everyone or who is None else f"{render.quote(who.repo)} ({who.source})"
+    lines = [f"gitmail: sessions of {scope} on this machine, {render.count(len(found), 'session')}:"]
+    lines += [render.session_line(view) for view in found]
+    text = "\n".join(lines) + "\n"
+    return Answer(text, {"text": text, "sessions": [render.session_json(view) for view in found]})
 
 
 def _fields(entry: Entry) -> dict[str, Any]:
@@ -293,5 +313,6 @@ TOOLS = [
     _tool(log, read_only=True, acts=lambda args: not args.get("everyone") and not args.get("thread")),
     _tool(show, read_only=True, acts=lambda args: False),
     _tool(retract, read_only=False, acts=_always),
+    _tool(sessions, read_only=True, acts=lambda args: not args.get("everyone")),
 ]
 BY_NAME = {tool.name: tool for tool in TOOLS}
