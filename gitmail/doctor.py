@@ -78,6 +78,7 @@ def examine(store: Store, *, here: Place | None, home: Path, repaired: Sequence[
         messages = inventory.readable()
     findings += _repository(store, here, messages)
     findings += _hooks(home)
+    findings += _waking(store) if usable else []
     return Report(store.path, findings, list(repaired))
 
 
@@ -716,6 +717,26 @@ def _hooks(home: Path) -> list[Finding]:
             )
         else:
             findings.append(Finding(host.host, Level.OK, host.detail))
+    return findings
+
+
+def _waking(store: Store) -> list[Finding]:
+    """Which of the sessions gitmail knows on this machine mail can wake while they wait for their user, per host
+    (Claude Code: its wake hook; Codex: an open window, through `codex queue`)."""
+    from gitmail import actions, delivery
+
+    if not delivery.wake_enabled(store):
+        text = "waking idle sessions is switched off (gitmail.wake = false, or GITMAIL_WAKE=0)"
+        return [Finding("wake", Level.NOTE, text, "git config --file MAILBOX/config gitmail.wake true")]
+    live = [v for v in actions.sessions_here(store, None) if v.info.state != "ended"]
+    findings = []
+    for host, how in (("claude", "its wake hook"), ("codex", "an open Codex window, through codex queue")):
+        mine = [v for v in live if v.info.host == host]
+        if not mine:
+            continue
+        woken = [v.address for v in mine if v.wakeable]
+        text = f"{len(woken)} of {_count(len(mine), 'live ' + host + ' session')} can be woken by mail ({how})"
+        findings.append(Finding("wake", Level.OK, text + (f": {_listed(woken)}" if woken else ""), items=tuple(woken)))
     return findings
 
 

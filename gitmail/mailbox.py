@@ -17,6 +17,7 @@ from gitmail.store.machines import Here
 from gitmail.store.machines import local_id as _local_id
 from gitmail.store.repository import WRITE_WAIT, Store
 from gitmail.values import receipts
+from gitmail.values import urgency as levels
 from gitmail.values.ids import BROADCAST, ID_ALPHABET, ID_LENGTH, new_id
 from gitmail.values.layout import (
     BROADCASTS,
@@ -121,13 +122,16 @@ def send(
     from_session: str | None = None,
     to_session: str | None = None,
     to_handle: str | None = None,
+    urgency: str = levels.NORMAL,
 ) -> Entry:
     """Leave a message in `to`'s inbox; it stays pending there until `to` replies or marks it done. With
     `to_session` ("host:id"), it is for that one session of `to` (`to_handle`: how the sender named it); with
-    `from_session`, it records the session that sent it, which is never shown it."""
+    `from_session`, it records the session that sent it, which is never shown it. `urgency`: now, normal or low."""
     recipient = RepoName.parse(to)
     message = _compose(sender=sender, to=recipient, subject=subject, body=body, when=when)
-    message = message._replace(from_session=from_session, to_session=to_session, to_handle=to_handle)
+    message = message._replace(
+        from_session=from_session, to_session=to_session, to_handle=to_handle, urgency=levels.parse(urgency)
+    )
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
@@ -147,11 +151,12 @@ def broadcast(
     body: bytes | str = "",
     when: datetime | None = None,
     from_session: str | None = None,
+    urgency: str = levels.NORMAL,
 ) -> Entry:
     """Leave a message for every repo: each is handed it once; its sender never is. Sent from a session
     (`from_session`), it is that session that never is: the repo's other sessions get it like any repo."""
     message = _compose(sender=sender, to=BROADCAST, subject=subject, body=body, when=when)
-    message = message._replace(from_session=from_session)
+    message = message._replace(from_session=from_session, urgency=levels.parse(urgency))
     active = state_prefix(State.BROADCAST)
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
@@ -177,6 +182,7 @@ def reply(
     when: datetime | None = None,
     from_session: str | None = None,
     to_handle: str | None = None,
+    urgency: str = levels.NORMAL,
 ) -> Entry:
     """Answer a message: routed to its sender (to the very session that sent it, when one did), threaded on it,
     and archiving it for the replier in one step."""
@@ -199,7 +205,9 @@ def reply(
         reply_to=first.id,
     )
     handle = (first.to_handle if follow_up else to_handle) if to_session else None
-    message = message._replace(from_session=from_session, to_session=to_session, to_handle=handle)
+    message = message._replace(
+        from_session=from_session, to_session=to_session, to_handle=handle, urgency=levels.parse(urgency)
+    )
     for attempt in attempts():
         with attempt, _writing(store, actor=me) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))

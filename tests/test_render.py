@@ -184,6 +184,7 @@ def test_log_lines_and_json() -> None:
         "address": "web",
         "from_session": None,
         "to_session": None,
+        "urgency": "normal",
         "machine": None,
         "body": "body",
     }

@@ -81,6 +81,16 @@ def send(
         bool,
         typer.Option("--or-repo", help="With --to REPO#SESSION: if that session has ended, every session of REPO."),
     ] = False,
+    urgency: Annotated[
+        str | None,
+        typer.Option(
+            "--urgency",
+            "-u",
+            help="now (shown first, wakes idle sessions, may continue a turn), normal (the default), or low (never "
+            "wakes or continues a turn; may be marked done without a reply).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Send a message to a repo (--to web), to one session of it (--to web#HANDLE: its name, its worktree's name or
     the start of its id), to every repo (--broadcast), or in reply to one (--reply-to: back to the session that
@@ -97,6 +107,7 @@ def send(
         retract=retract,
         sender=sender,
         or_repo=or_repo,
+        urgency=urgency,
     )
 
 

@@ -13,6 +13,7 @@ from gitmail import actions, render
 from gitmail.edge import say
 from gitmail.errors import GitmailError, UsageError
 from gitmail.store.opening import open_mailbox
+from gitmail.values import urgency as levels
 from gitmail.values.address import Address
 from gitmail.values.message import MAX_BODY_BYTES
 from gitmail.values.names import RepoName
@@ -51,12 +52,14 @@ def send(
     retract: str | None,
     sender: str | None,
     or_repo: bool = False,
+    urgency: str | None = None,
 ) -> None:
     mode = actions.one_of({"--to": to, "--broadcast": broadcast, "--reply-to": reply_to, "--retract": retract})
     if or_repo and mode != "--to":
         raise UsageError("--or-repo goes with --to REPO#SESSION")
-    if retract is not None and (subject is not None or message is not None):
-        raise UsageError("--retract takes no --subject or --message")
+    if retract is not None and (subject is not None or message is not None or urgency is not None):
+        raise UsageError("--retract takes no --subject, --message or --urgency")
+    levels.parse(urgency)  # a wrong level is refused before anything is read or written
     if subject is None and mode in ("--to", "--broadcast"):
         raise UsageError("a subject is required (--subject TEXT)")
     me = writer(sender)
@@ -67,8 +70,9 @@ def send(
         return
     text = body(message)
     sent = actions.send(
-        box, me, to=to, broadcast=broadcast, reply_to=reply_to, subject=subject, body=text, or_repo=or_repo
-    )
+        box, me, to=to, broadcast=broadcast, reply_to=reply_to, subject=subject, body=text, or_repo=or_repo,
+        urgency=urgency,
+    )  # fmt: skip
     for note in sent.notes:
         say(f"note: {note}")
     print(sent.entry.message.id, flush=True)

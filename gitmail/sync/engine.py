@@ -169,6 +169,10 @@ def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> l
                 results.append(sync(store, remote, lock_fd=fd))
             except SyncError as error:
                 results.append(error)
+    if any(isinstance(r, Outcome) and r.received for r in results):
+        from gitmail import arrivals
+
+        arrivals.after_arrival(store, None)  # mail that came in wakes idle Codex sessions as a send does
     return results
 
 

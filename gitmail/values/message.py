@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
+from gitmail.values import urgency as levels
 from gitmail.values.address import HANDLE, session_key
 from gitmail.values.ids import BROADCAST, ID_PATTERN
 from gitmail.values.machine import Machine
@@ -23,7 +24,9 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_SUBJECT_CHARS = 200
 DOCUMENT_NAME = "message.md"
 
-_FIELDS = ("id", "from", "to", "subject", "date", "reply-to", "machine", "from-session", "to-session", "to-handle")
+_FIELDS = (
+    "id", "from", "to", "subject", "date", "reply-to", "machine", "from-session", "to-session", "to-handle", "urgency",
+)  # fmt: skip
 
 
 class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs the session-start hook 7 ms
@@ -38,6 +41,7 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
     from_session: str | None = None  # the host session that sent it ("claude:5b0e..."): never shown to it
     to_session: str | None = None  # the one session of `to` it is for; None: every session of `to`
     to_handle: str | None = None  # how the sender named that session (`api#HANDLE`), for people
+    urgency: str = levels.NORMAL  # now, normal or low (urgency.py): what delivery does with it
 
     @property
     def is_broadcast(self) -> bool:
@@ -68,6 +72,7 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
             ("from-session", self.from_session),
             ("to-session", self.to_session),
             ("to-handle", self.to_handle),
+            ("urgency", self.urgency if self.urgency != levels.NORMAL else None),
         ):
             if value:
                 fields[name] = value
@@ -81,6 +86,8 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
             trailers.append(f"Reply-To: {self.reply_to}")
         if self.machine is not None:
             trailers.append(f"Machine: {self.machine.field()}")
+        if self.urgency != levels.NORMAL:
+            trailers.append(f"Urgency: {self.urgency}")
         body = self.body.strip("\r\n")
         parts = [self.subject, body, "\n".join(trailers)] if body else [self.subject, "\n".join(trailers)]
         return "\n\n".join(parts) + "\n"
@@ -145,6 +152,7 @@ def parse(data: bytes) -> Message:
             from_session=session_key(fields.get("from-session", "")),
             to_session=session_key(fields.get("to-session", "")),
             to_handle=fields["to-handle"] if HANDLE.fullmatch(fields.get("to-handle", "")) else None,
+            urgency=levels.stored(fields.get("urgency", levels.NORMAL)),
         )
     except (KeyError, ValueError) as error:
         raise BadDocument(f"message document lacks a valid field: {error}") from None
