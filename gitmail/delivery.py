@@ -66,6 +66,7 @@ class Capability(NamedTuple):
 
     event: str  # the host's hook event
     channel: Channel | None  # what reaches the model through it; None: nothing does
+    hook: bool = True  # carried by a hook the installer writes (not: gitmail starts it from outside)
 
 
 HOSTS: dict[str, dict[Moment, Capability]] = {
@@ -82,7 +83,7 @@ HOSTS: dict[str, dict[Moment, Capability]] = {
         Moment.TOOL: Capability("PostToolUse", Channel.CONTEXT),
         Moment.PROMPT: Capability("UserPromptSubmit", Channel.CONTEXT),
         Moment.STOP: Capability("Stop", Channel.NOTICE),  # continues the turn as a user-role message
-        Moment.WAKE: Capability("codex queue", Channel.NUDGE),  # no hook: gitmail queues a turn (wake.py)
+        Moment.WAKE: Capability("codex queue", Channel.NUDGE, hook=False),  # gitmail queues a turn (waking.py)
         Moment.END: Capability("SessionEnd", None),
     },
 }
