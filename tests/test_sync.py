@@ -570,6 +570,74 @@ def test_urls_with_credentials_are_refused(
     )
 
 
+def test_credentials_in_any_spelling_and_command_transports_are_refused(
+    trio: tuple[Store, Store, Store], cli: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    a, _, _ = trio
+    monkeypatch.setenv("GITMAIL_DIR", str(a.path))
+    marker = tmp_path / "ran"
+    for url, why, shown in (
+        ("https://example.com/mail.git?access_token=hunter2", "holds a query", "https://example.com/mail.git?***"),
+        ("https://example.com/mail.git?private_token=hunter2&x=1", "holds a query", "https://example.com/mail.git?***"),
+        ("https://example.com/mail.git#hunter2", "or a fragment", "https://example.com/mail.git#***"),
+        ("https://hunter2Hunter2hunter2XY@example.com/m.git", "access token", "https://***@example.com/m.git"),
+        ("ssh://ghp_hunter2@example.com/mail.git", "access token", "ssh://***@example.com/mail.git"),
+        ("glpat-hunter2@example.com:me/mail.git", "access token", "***@example.com:me/mail.git"),
+        ("https://u%3Ahunter2@example.com/mail.git", "embeds a password", "https://***@example.com/mail.git"),
+        ("https://u%3ahunter2@example.com/mail.git", "embeds a password", "https://***@example.com/mail.git"),
+        (f"ext::sh -c touch% {marker}", "ext transport", None),
+        ("EXT::sh -c true", "ext transport", None),
+        ("ext://sh", "ext transport", None),
+        ("fd::3", "fd transport", None),
+    ):
+        before = (a.path / "config").read_bytes()
+        result = cli("remote", "add", "other", "--", url)
+        assert result.code == 2 and result.out == "", (url, result)
+        assert result.err.startswith("gitmail: error: invalid URL: it ") and result.err.count("\n") == 1, result
+        assert why in result.err and "hunter2" not in result.err, (url, result)
+        assert (a.path / "config").read_bytes() == before
+        # edited into the config by hand: refused at sync time in one line, never shown in full, never run
+        a.git("config", "gitmail-remote.origin.url", url)
+        synced = cli("sync")
+        assert synced.code == 1 and synced.err.count("\n") == 1, (url, synced)
+        assert synced.err.startswith(f"gitmail: error: origin: refusing to sync with {shown or url}: it "), synced
+        assert why in synced.err and "hunter2" not in synced.err, (url, synced)
+        assert not marker.exists()
+    for fine in (
+        "https://me%40example.com@example.com/mail.git",
+        "ssh://git@example.com:2222/mail.git",
+        "me.myself@example.com:mail.git",
+        str(tmp_path / "odd?name#dir"),
+    ):
+        assert remotes.url_problem(fine) is None, fine
+
+
+def test_a_sync_recorded_under_older_rules_is_checked_again(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the last sync left does not vouch for a URL the current rules refuse: the quick check goes the whole way,
+    which refuses it."""
+    odd = bare_remote(tmp_path / "mail.git#frag")
+    url = f"file://{odd}"
+    a = make_machine(tmp_path, "laptop", str(odd))
+    mailbox.send(a, sender="api", to="web", subject="x")
+    settle(a)
+    a.git("config", "gitmail-remote.origin.url", url)
+    record = json.loads(Path(synccheck.Record.path(a.path, "origin")).read_text())
+    record.pop("rules", None)  # as a gitmail before the current rules wrote it
+    record["url"] = url
+    Path(synccheck.Record.path(a.path, "origin")).write_text(json.dumps(record))
+    assert synccheck.up_to_date() is None
+    monkeypatch.setenv("GITMAIL_DIR", str(a.path))
+    result = cli("sync")
+    assert (result.code, result.err) == (
+        1,
+        f"gitmail: error: origin: refusing to sync with file://{tmp_path}/mail.git#***: it holds a query (?...) or a "
+        "fragment (#...), where access tokens are passed; a git remote needs neither (use a git credential helper "
+        "instead)\n",
+    )
+
+
 # -- over a real network protocol ----------------------------------------------------------------------------------
 
 

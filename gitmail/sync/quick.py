@@ -27,14 +27,17 @@ REMOTE_ROOT = "refs/gitmail-sync/"  # on a remote (see remotes.py)
 SETTINGS = "gitmail-remote"  # [gitmail-remote "<name>"] in the mailbox's config (see remotes.py)
 SYNC_DIR = os.path.join("gitmail", "sync")  # sync's own files in the mailbox
 TIMEOUT = 900.0  # seconds an ls-remote may take
+# The rules a sync checks before it talks to a remote (which URLs are refused, how git is run for them), by version:
+# a record made under older rules is not trusted to stand for a URL the current ones would refuse.
+RULES = 2
 
 
 class Record:
     """What the last sync with a remote left (gitmail/sync/<remote>.json): the URL it used, the remote's refs as
     both sides agreed on them, a fingerprint of the mailbox's ref files then (None when they were too fresh to
-    trust), and how the last attempt went."""
+    trust), how the last attempt went, and the version of the rules the URL passed then (`RULES`)."""
 
-    __slots__ = ("url", "tips", "fingerprint", "last_attempt", "last_success", "error")
+    __slots__ = ("url", "tips", "fingerprint", "last_attempt", "last_success", "error", "rules")
 
     def __init__(
         self,
@@ -44,9 +47,11 @@ class Record:
         last_attempt: float | None = None,
         last_success: float | None = None,
         error: str | None = None,
+        rules: int | None = RULES,
     ) -> None:
         self.url, self.tips, self.fingerprint = url, tips or {}, fingerprint
         self.last_attempt, self.last_success, self.error = last_attempt, last_success, error
+        self.rules = rules
 
     @staticmethod
     def path(mailbox: str | os.PathLike[str], name: str) -> str:
@@ -64,6 +69,7 @@ class Record:
                 last_attempt=_number(data.get("last_attempt")),
                 last_success=_number(data.get("last_success")),
                 error=_text(data.get("error")),
+                rules=data.get("rules") if isinstance(data.get("rules"), int) else None,
             )
         except (OSError, ValueError, TypeError, AttributeError):
             return cls()
@@ -86,7 +92,8 @@ class Record:
     def in_step(self, url: str, tips: dict[str, str], mailbox: str | os.PathLike[str]) -> bool:
         """Whether the remote (as `tips` show it) and the mailbox are as this record left them."""
         return (
-            self.url == url
+            self.rules == RULES
+            and self.url == url
             and self.tips == tips
             and self.fingerprint is not None
             and self.fingerprint == fingerprint(mailbox)
@@ -159,7 +166,8 @@ def up_to_date(name: str | None = None) -> list[str] | None:
     chosen = [name] if name is not None else list(configured)
     records = {n: Record.load(mailbox, n) for n in chosen}
     for remote in chosen:
-        if records[remote].url != configured[remote] or records[remote].fingerprint is None:
+        record = records[remote]
+        if record.rules != RULES or record.url != configured[remote] or record.fingerprint is None:
             return None
         listing = _ls_remote(mailbox, configured[remote])
         if listing is None or not records[remote].in_step(configured[remote], tips(listing), mailbox):
