@@ -462,16 +462,22 @@ def test_a_remote_that_is_gone_costs_one_line(
 
 
 def test_a_remote_that_refuses_the_push_costs_one_line(
-    trio: tuple[Store, Store, Store], remote: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a, _, _ = trio
+    """A server's own hook refuses (a path remote's hooks never run: see test_hostile_remote.py)."""
+    served = tmp_path / "served"
+    served.mkdir()
+    remote = bare_remote(served / "mail.git")
     hook = remote / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\necho 'pushes are closed today' >&2\nexit 1\n")
     hook.chmod(0o755)
-    mailbox.send(a, sender="api", to="web", subject="refused")
-    err = failing_sync(cli, monkeypatch, a)
+    with git_daemon(served) as base:
+        a = make_machine(tmp_path, "laptop", f"{base}/mail.git")
+        mailbox.send(a, sender="api", to="web", subject="refused")
+        err = failing_sync(cli, monkeypatch, a)
     assert err == (
-        f"gitmail: error: origin: {remote} refused the push: pre-receive hook declined (pushes are closed today)\n"
+        f"gitmail: error: origin: {base}/mail.git refused the push: pre-receive hook declined (pushes are closed "
+        "today)\n"
     )
     assert not git(remote, "for-each-ref")
 

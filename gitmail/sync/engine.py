@@ -179,7 +179,7 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
     last sync left them, that is all. Otherwise a fetch brings what the remote has that this mailbox lacks (only
     when the remote moved), reconcile.py brings it in and builds what the remote lacks, and one push sends it."""
 
-    problem = url_problem(remote.url)
+    problem = url_problem(remote.url) or gitcmd.local_transport_problem(remote.url)
     if problem:
         raise SyncError(f"{remote.name}: refusing to sync with {redact(remote.url)}: {problem}")
     record = Record.load(store.path, remote.name)
@@ -257,10 +257,6 @@ def _fetch(store: Store, remote: Remote, lock_fd: int) -> None:
     tracking = f"{TRACKING_ROOT}{remote.name}/"
     done = gitcmd.run_network(
         _network_repository(store),
-        "-c",
-        "fetch.fsckObjects=true",  # what another machine wrote is checked before it lands here
-        "-c",
-        "fetch.writeCommitGraph=false",
         "fetch",
         "--atomic",
         "--prune",  # only the tracking refs below: a ref gone from the remote is gone from what we know of it
@@ -271,9 +267,9 @@ def _fetch(store: Store, remote: Remote, lock_fd: int) -> None:
         "--no-show-forced-updates",
         "--quiet",
         f"--negotiation-tip={tracking}*",
-        "--",
-        remote.url,
-        f"+{REMOTE_ROOT}*:{tracking}*",
+        url=remote.url,
+        refs=[f"+{REMOTE_ROOT}*:{tracking}*"],
+        config=["fetch.fsckObjects=true", "fetch.writeCommitGraph=false"],  # what another machine wrote is checked
         pass_fds=(lock_fd,),
         timeout=NETWORK_TIMEOUT,
     )
@@ -340,9 +336,8 @@ def _push(store: Store, remote: Remote, updates: Sequence[tuple[str, str, str | 
         "--no-signed",
         "--no-recurse-submodules",
         *leases,
-        "--",
-        remote.url,
-        *(f"{new}:{ref}" for ref, new, _ in updates),
+        url=remote.url,
+        refs=[f"{new}:{ref}" for ref, new, _ in updates],
         pass_fds=(lock_fd,),
         timeout=NETWORK_TIMEOUT,
     )

@@ -143,7 +143,9 @@ def fingerprint(mailbox: str | os.PathLike[str]) -> str | None:
 
 def advertised(mailbox: str | os.PathLike[str], url: str, pass_fds: Sequence[int] = ()) -> gitcmd.NetworkResult:
     """`git ls-remote` of gitmail's refs on a remote (the caller reads the result with `tips`)."""
-    return gitcmd.run_network(mailbox, "ls-remote", "--", url, f"{REMOTE_ROOT}*", pass_fds=pass_fds, timeout=TIMEOUT)
+    return gitcmd.run_network(
+        mailbox, "ls-remote", url=url, refs=[f"{REMOTE_ROOT}*"], pass_fds=pass_fds, timeout=TIMEOUT
+    )
 
 
 def tips(listing: bytes) -> dict[str, str]:
