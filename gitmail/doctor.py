@@ -74,6 +74,7 @@ def examine(store: Store, *, here: Path | None, home: Path, repaired: Sequence[s
                 if held:  # a writer caught mid-change looks like damage: look again while none can be
                     inventory = _inventory(store)
         findings += inventory.findings(store)
+        findings += _outside_layout(store)
         messages = inventory.readable()
     findings += _repository(store, here, messages)
     findings += _hooks(home)
@@ -514,6 +515,47 @@ def _inventory(store: Store) -> Inventory:
         [(r, o) for r, o in set_aside if o in absent] + unwhole,
         [(r, o) for r, o in others if o in absent and not r.startswith(NOTES)],
     )
+
+
+def _outside_layout(store: Store) -> list[Finding]:
+    """Refs in the mailbox (and in the repository sync fetches in) that are no part of gitmail's layout: gitmail
+    never reads them, but they keep objects alive, and a remote that planted them before sync fetched only its
+    own refs left them here."""
+    from gitmail.sync.quick import SYNCED
+    from gitmail.sync.remotes import TRACKING_ROOT, configured
+    from gitmail.values.layout import SEEN_NOTES
+    from gitmail.values.receipts import RECEIPTS_NOTES
+
+    remotes = [f"{TRACKING_ROOT}{remote.name}/" for remote in configured(store)]
+    known = {SEEN_NOTES, RECEIPTS_NOTES} | {prefix + name for prefix in remotes for name in SYNCED}
+    network = store.own_dir / "sync" / "fetch.git"
+    foreign: list[str] = []
+    dropped_by_sync = True  # every one is below a remote's tracking refs, which the next sync sets to what it uses
+    for repository in (store.path, network):
+        if repository != store.path and not (repository / "HEAD").is_file():
+            continue
+        out = gitcmd.run(repository, "for-each-ref", "--format=%(refname)").decode(errors="replace")
+        for ref in out.splitlines():
+            if ref in known or ref.startswith(DAMAGED) or (repository == store.path and locate(ref, "") is not None):
+                continue
+            foreign.append(ref if repository == store.path else f"{ref} (in {network})")
+            dropped_by_sync = dropped_by_sync and ref.startswith(tuple(remotes))
+    if not foreign:
+        return []
+    remedy = (
+        "the next `gitmail sync` drops them"
+        if dropped_by_sync and remotes
+        else f"git --git-dir {shlex.quote(str(store.path))} update-ref -d REF, for each, once you know what it is"
+    )
+    return [
+        Finding(
+            "refs",
+            Level.NOTE,
+            f"{_count(len(foreign), 'ref')} outside gitmail's layout, which gitmail never reads: {_listed(foreign)}",
+            remedy,
+            tuple(foreign),
+        )
+    ]
 
 
 def _notes(store: Store, ref: str, tip: str, gone: bool) -> Notes:

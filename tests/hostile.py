@@ -267,14 +267,19 @@ class HostileRemote:
         return self.publish({path: None, place(repo, to_folder, message_id): listing[path]})
 
     def junk_refs(self, count: int, prefix: str = "refs/gitmail-sync/junk/") -> None:
-        """`count` refs the remote advertises beside gitmail's, each to an object of its own."""
-        folder = self.root / "junk"
-        folder.mkdir(exist_ok=True)
-        for number in range(count):
-            (folder / str(number)).write_text(f"junk {number}\n")
-        paths = "".join(f"{folder / str(number)}\n" for number in range(count))
-        blobs = self.git("hash-object", "-w", "--stdin-paths", stdin=paths).split()
-        self.git("update-ref", "--stdin", stdin="".join(f"create {prefix}{i} {b}\n" for i, b in enumerate(blobs)))
+        """`count` refs the remote advertises beside gitmail's, each to an object of its own: one pack and lines
+        of packed-refs, as a fast attacker writes them (thousands of loose files take seconds)."""
+        marks = self.root / "junk-marks"
+        stream = "".join(f"blob\nmark :{n + 1}\ndata {len(f'junk {n}')}\njunk {n}\n" for n in range(count))
+        self.git("fast-import", "--quiet", f"--export-marks={marks}", stdin=stream)
+        oids = dict(line.split() for line in marks.read_text().splitlines())
+        packed = self.git_dir / "packed-refs"
+        lines = [
+            line for line in (packed.read_text().splitlines() if packed.exists() else []) if line[:1] not in ("#", "^")
+        ]
+        lines += [f"{oids[f':{n + 1}']} {prefix}{n}" for n in range(count)]
+        entries = sorted(lines, key=lambda line: line.split(" ", 1)[1])
+        packed.write_text("# pack-refs with: peeled fully-peeled sorted \n" + "".join(f"{e}\n" for e in entries))
 
 
 def place(repo: str, folder: str, message_id: str) -> str:

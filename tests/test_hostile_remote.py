@@ -3,6 +3,7 @@ plants, through every way gitmail talks to it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from gitmail.sync import engine as sync
 from gitmail.sync import quick as synccheck
 from tests.conftest import CliRunner, run_gitmail
 from tests.hostile import KINDS, HostileRemote
-from tests.syncing import bare_remote, git_daemon, machine, refs_and_files
+from tests.syncing import bare_remote, git, git_daemon, machine, refs_and_files
 
 URL_FORMS = ("path", "file", "symlink", "file-symlink")
 
@@ -182,3 +183,72 @@ def test_which_urls_git_reaches_through_its_local_transport(url: str, local: boo
     assert ("--receive-pack=" in program) is local
     assert ("protocol.file.allow=never" in program) is not local
     assert "protocol.ext.allow=never" in program and "protocol.fd.allow=never" in program
+
+
+# -- refs a remote plants ------------------------------------------------------------------------------------------
+
+
+def test_junk_refs_on_a_remote_never_come_here(tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sync lists and fetches only the refs gitmail uses: 3,000 refs planted beside them stay on the remote, their
+    objects too; so do notes refs of names gitmail does not use, and refs below the notes refs it does."""
+    remote = HostileRemote.build(tmp_path / "remote", planted=False)
+    remote.junk_refs(3000)
+    junk = remote.git("rev-parse", "refs/gitmail-sync/junk/0").strip()
+    box = victim(tmp_path, str(remote.path))
+    monkeypatch.setenv("GITMAIL_DIR", str(box.path))
+    result = cli("sync")
+    assert (result.code, result.err) == (0, "gitmail: synced with origin: 1 message new here, 1 message new there\n")
+    network = box.own_dir / "sync" / "fetch.git"
+    for repository in (box.path, network):
+        tracking = git(repository, "for-each-ref", "--format=%(refname)", "refs/gitmail-remotes/").split()
+        assert tracking == ["refs/gitmail-remotes/origin/state"]
+    assert subprocess.run(["git", "--git-dir", str(box.path), "cat-file", "-e", junk]).returncode != 0  # nor objects
+    assert cli("sync").err == "gitmail: origin: up to date\n"
+    for ref in ("notes/gitmail-evil", "notes/gitmail-seen/x", "notes/gitmail-receipts/y/z"):
+        remote.git("update-ref", f"refs/gitmail-sync/{ref}", remote.state())  # commits, as notes refs are
+    assert cli("sync").err == "gitmail: origin: up to date\n"
+    mailbox.send(box, sender="api", to="web", subject="later")
+    assert cli("sync").err == "gitmail: synced with origin: 1 message new there\n"
+    for repository in (box.path, network):
+        assert git(
+            repository, "for-each-ref", "--format=%(refname)", "refs/gitmail-remotes/", "refs/notes/"
+        ).split() == ["refs/gitmail-remotes/origin/state"]
+    assert "outside gitmail's layout" not in cli("doctor").out
+
+
+def test_doctor_reports_refs_outside_the_layout_and_sync_drops_those_a_remote_left(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Junk an earlier sync imported (when sync fetched all of refs/gitmail-sync/*) is named by doctor, and the
+    next sync drops it; a ref of another program's is named with what to do about it."""
+    remote = HostileRemote.build(tmp_path / "remote", planted=False)
+    box = victim(tmp_path, str(remote.path))
+    monkeypatch.setenv("GITMAIL_DIR", str(box.path))
+    assert cli("sync").code == 0
+    network = box.own_dir / "sync" / "fetch.git"
+    state = git(box.path, "rev-parse", "refs/gitmail-remotes/origin/state").strip()
+    for repository in (box.path, network):
+        for number in range(12):
+            git(repository, "update-ref", f"refs/gitmail-remotes/origin/junk/{number}", state)
+    report = cli("doctor")
+    assert report.code == 0, report
+    [line] = [line for line in report.out.splitlines() if "outside gitmail's layout" in line]
+    assert line == (
+        "note      refs: 24 refs outside gitmail's layout, which gitmail never reads: refs/gitmail-remotes/origin/"
+        "junk/0, refs/gitmail-remotes/origin/junk/1, refs/gitmail-remotes/origin/junk/10, refs/gitmail-remotes/"
+        "origin/junk/11, refs/gitmail-remotes/origin/junk/2, refs/gitmail-remotes/origin/junk/3, refs/gitmail-"
+        "remotes/origin/junk/4, refs/gitmail-remotes/origin/junk/5, refs/gitmail-remotes/origin/junk/6, refs/"
+        "gitmail-remotes/origin/junk/7 and 14 more -- the next `gitmail sync` drops them"
+    )
+    [finding] = [f for f in json.loads(cli("doctor", "--json").out)["findings"] if f["topic"] == "refs"]
+    assert finding["items"][12] == f"refs/gitmail-remotes/origin/junk/0 (in {network})"
+    mailbox.send(box, sender="api", to="web", subject="later")
+    assert cli("sync").code == 0
+    for repository in (box.path, network):
+        assert not git(repository, "for-each-ref", "refs/gitmail-remotes/origin/junk/")
+    git(box.path, "update-ref", "refs/heads/stray", state)
+    [line] = [line for line in cli("doctor").out.splitlines() if "outside gitmail's layout" in line]
+    assert line == (
+        "note      refs: 1 ref outside gitmail's layout, which gitmail never reads: refs/heads/stray -- git --git-dir "
+        f"{box.path} update-ref -d REF, for each, once you know what it is"
+    )

@@ -199,8 +199,13 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
         for attempt in range(1, ATTEMPTS + 1):
             before = _tracking(store, remote.name)
             tips = before
+            if attempt > 1:  # another machine pushed in between: what does the remote hold now?
+                listing = quick.advertised(store.path, remote.url, pass_fds=(lock_fd,))
+                if listing.returncode != 0:
+                    raise SyncError(f"{remote.name}: cannot reach {redact(remote.url)}: {_reason(listing.stderr)}")
+                advertised = quick.tips(listing.stdout)
             if attempt > 1 or before != advertised:
-                _fetch(store, remote, lock_fd)
+                _fetch(store, remote, sorted(advertised), lock_fd)
                 tips = _tracking(store, remote.name)
             try:
                 there = reconcile.read_remote(store, remote.name, tips)
@@ -253,28 +258,32 @@ def _save(record: Record, store: Store, name: str) -> None:
 # -- talking to the remote --------------------------------------------------------------------------------------
 
 
-def _fetch(store: Store, remote: Remote, lock_fd: int) -> None:
+def _fetch(store: Store, remote: Remote, names: Sequence[str], lock_fd: int) -> None:
+    """Fetch these of gitmail's refs (quick.SYNCED, as the remote listed them) into the tracking refs, and drop
+    every other tracking ref of the remote: nothing else the remote holds is brought here."""
     tracking = f"{TRACKING_ROOT}{remote.name}/"
-    done = gitcmd.run_network(
-        _network_repository(store),
-        "fetch",
-        "--atomic",
-        "--prune",  # only the tracking refs below: a ref gone from the remote is gone from what we know of it
-        "--no-tags",
-        "--no-write-fetch-head",
-        "--no-auto-maintenance",
-        "--no-recurse-submodules",
-        "--no-show-forced-updates",
-        "--quiet",
-        f"--negotiation-tip={tracking}*",
-        url=remote.url,
-        refs=[f"+{REMOTE_ROOT}*:{tracking}*"],
-        config=["fetch.fsckObjects=true", "fetch.writeCommitGraph=false"],  # what another machine wrote is checked
-        pass_fds=(lock_fd,),
-        timeout=NETWORK_TIMEOUT,
-    )
-    if done.returncode != 0:
-        raise SyncError(f"{remote.name}: cannot fetch from {redact(remote.url)}: {_reason(done.stderr)}")
+    if names:
+        done = gitcmd.run_network(
+            _network_repository(store),
+            "fetch",
+            "--atomic",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-auto-maintenance",
+            "--no-recurse-submodules",
+            "--no-show-forced-updates",
+            "--quiet",
+            f"--negotiation-tip={tracking}*",
+            url=remote.url,
+            refs=[f"+{REMOTE_ROOT}{name}:{tracking}{name}" for name in names],
+            config=["fetch.fsckObjects=true", "fetch.writeCommitGraph=false"],  # what another machine wrote is checked
+            pass_fds=(lock_fd,),
+            timeout=NETWORK_TIMEOUT,
+        )
+        if done.returncode != 0:
+            raise SyncError(f"{remote.name}: cannot fetch from {redact(remote.url)}: {_reason(done.stderr)}")
+    fetched = _tracking(store, remote.name)
+    _move_tracking(_network_repository(store), remote.name, {n: fetched[n] for n in names if n in fetched})
     _mirror(store, remote.name)
 
 

@@ -24,12 +24,15 @@ if TYPE_CHECKING:
 
 RACY_SECONDS = 2.0  # a ref file changed this recently may change again within the same timestamp
 REMOTE_ROOT = "refs/gitmail-sync/"  # on a remote (see remotes.py)
+# The refs sync reads and writes below REMOTE_ROOT, and the only ones it lists or fetches: whatever else a remote
+# holds there is never brought here.
+SYNCED = ("state", "notes/gitmail-receipts", "notes/gitmail-seen")
 SETTINGS = "gitmail-remote"  # [gitmail-remote "<name>"] in the mailbox's config (see remotes.py)
 SYNC_DIR = os.path.join("gitmail", "sync")  # sync's own files in the mailbox
 TIMEOUT = 900.0  # seconds an ls-remote may take
 # The rules a sync checks before it talks to a remote (which URLs are refused, how git is run for them), by version:
 # a record made under older rules is not trusted to stand for a URL the current ones would refuse.
-RULES = 2
+RULES = 3
 
 
 class Record:
@@ -143,18 +146,19 @@ def fingerprint(mailbox: str | os.PathLike[str]) -> str | None:
 
 def advertised(mailbox: str | os.PathLike[str], url: str, pass_fds: Sequence[int] = ()) -> gitcmd.NetworkResult:
     """`git ls-remote` of gitmail's refs on a remote (the caller reads the result with `tips`)."""
-    return gitcmd.run_network(
-        mailbox, "ls-remote", url=url, refs=[f"{REMOTE_ROOT}*"], pass_fds=pass_fds, timeout=TIMEOUT
-    )
+    refs = [REMOTE_ROOT + name for name in SYNCED]
+    return gitcmd.run_network(mailbox, "ls-remote", url=url, refs=refs, pass_fds=pass_fds, timeout=TIMEOUT)
 
 
 def tips(listing: bytes) -> dict[str, str]:
-    """The refs an ls-remote listed, named as the tracking refs name them: {"state": oid, ...}."""
+    """gitmail's refs among those an ls-remote listed, named as the tracking refs name them: {"state": oid, ...}.
+    (ls-remote matches its patterns against the ends of names: anything else it lists is left out here.)"""
     found = {}
     for line in listing.decode(errors="replace").splitlines():
         oid, _, ref = line.partition("\t")
-        if ref.startswith(REMOTE_ROOT):
-            found[ref[len(REMOTE_ROOT) :]] = oid
+        name = ref[len(REMOTE_ROOT) :]
+        if ref.startswith(REMOTE_ROOT) and name in SYNCED and len(oid) == 40:
+            found[name] = oid
     return found
 
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.store import gitcmd
 from gitmail.store.writer import writing
+from gitmail.sync.quick import SYNCED
 from gitmail.sync.remotes import (
     FORMAT_PATH,
     FORMAT_TEXT,
     NOTES,
-    NOTES_PREFIX,
     NOTES_ROOT,
     REMOTE_ROOT,
     STATE,
@@ -71,10 +71,7 @@ def read_remote(store: Store, name: str, tips: dict[str, str]) -> RemoteState:
     shape of each entry is checked here; the entries that differ from this mailbox are checked as messages when
     compared (`_compare`)."""
     state = tips.get(STATE)
-    notes = {}
-    for ref, oid in tips.items():
-        if ref.startswith(NOTES) and ref[len(NOTES) :].startswith(NOTES_PREFIX) and "/" not in ref[len(NOTES) :]:
-            notes[ref[len(NOTES) :]] = oid
+    notes = {ref[len(NOTES) :]: oid for ref, oid in tips.items() if ref in SYNCED and ref.startswith(NOTES)}
     oids = [o for o in (state, *notes.values()) if o is not None]
     kinds = _object_types(store, oids)
     if any(kinds[o] != "commit" for o in oids):
@@ -216,11 +213,12 @@ def _by_id(lines: Iterable[str], ids: set[str]) -> dict[str, list[tuple[str, str
 
 
 def _compare_notes(store: Store, remote_notes: dict[str, str]) -> list[NotesStep]:
-    out = store.git("for-each-ref", "--format=%(objectname) %(refname)", f"{NOTES_ROOT}{NOTES_PREFIX}*")
+    synced = [NOTES_ROOT + ref[len(NOTES) :] for ref in SYNCED if ref.startswith(NOTES)]
+    out = store.git("for-each-ref", "--format=%(objectname) %(refname)", *synced)
     local = {}
     for line in out.decode(errors="replace").splitlines():
         oid, _, ref = line.partition(" ")
-        if "/" not in ref[len(NOTES_ROOT) :]:
+        if ref in synced:
             local[ref[len(NOTES_ROOT) :]] = oid
     steps = []
     for name in sorted(local.keys() | remote_notes.keys()):

@@ -2,9 +2,10 @@
 on a remote and here.
 
 On a remote, refs/gitmail-sync/state holds every message's state and (through its parents) every message commit,
-and refs/gitmail-sync/notes/<name> each of gitmail's notes refs (refs/notes/gitmail-*). Here,
-refs/gitmail-remotes/<remote>/… hold what that remote held when last fetched or pushed: in gitmail/sync/fetch.git,
-where sync fetches, and mirrored into the mailbox.
+and refs/gitmail-sync/notes/gitmail-seen and …/gitmail-receipts gitmail's notes refs (refs/notes/gitmail-seen,
+refs/notes/gitmail-receipts): those three (quick.SYNCED) and nothing else a remote holds are listed, fetched or
+pushed. Here, refs/gitmail-remotes/<remote>/… hold what that remote held when last fetched or pushed: in
+gitmail/sync/fetch.git, where sync fetches, and mirrored into the mailbox.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ STATE = "state"
 NOTES = "notes/"
 TRACKING_ROOT = "refs/gitmail-remotes/"  # here: what each remote held when last fetched or pushed
 NOTES_ROOT = "refs/notes/"
-NOTES_PREFIX = "gitmail-"  # every refs/notes/gitmail-* is gitmail's, and merges as a union of lines
 FORMAT_PATH = "gitmail-sync"  # a file in the state's tree: what it is and which format
 FORMAT_TEXT = "gitmail sync state\nformat: 1\n"
 SETTINGS = "gitmail-remote"  # [gitmail-remote "<name>"] url, auto, interval in the mailbox's config
