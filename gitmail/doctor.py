@@ -27,8 +27,8 @@ from gitmail.store.log import problem
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store, check_ownership
 from gitmail.store.transaction import reflog
 from gitmail.store.writer import Writer, writing
-from gitmail.values.layout import DAMAGED, Change, Located, State, damaged_ref, latest, locate
-from gitmail.values.message import DOCUMENT_NAME, BadDocument, parse
+from gitmail.values.layout import DAMAGED, OVERSIZED, Change, Located, State, damaged_ref, latest, locate
+from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, parse
 from gitmail.values.names import RepoName, name_problem
 
 LISTED = 10  # ids or files named in one line before "and N more"
@@ -75,6 +75,7 @@ def examine(store: Store, *, here: Path | None, home: Path, repaired: Sequence[s
                     inventory = _inventory(store)
         findings += inventory.findings(store)
         findings += _outside_layout(store)
+        findings += _oversized(store)
         messages = inventory.readable()
     findings += _repository(store, here, messages)
     findings += _hooks(home)
@@ -487,7 +488,8 @@ def _inventory(store: Store) -> Inventory:
     unreadable = [p for p in suspects if p.oid not in gone]
     # What sessions are handed is read and parsed too; the archive's documents are only checked to be there.
     handed = [p for p in messages if p.state in (State.PENDING, State.BROADCAST) and p not in suspects]
-    for place, document in zip(handed, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in handed]), strict=True):
+    documents = store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in handed], limit=MAX_DOCUMENT_BYTES)
+    for place, document in zip(handed, documents, strict=True):
         try:
             parse(document or b"")
         except BadDocument:
@@ -536,7 +538,7 @@ def _outside_layout(store: Store) -> list[Finding]:
             continue
         out = gitcmd.run(repository, "for-each-ref", "--format=%(refname)").decode(errors="replace")
         for ref in out.splitlines():
-            if ref in known or ref.startswith(DAMAGED) or (repository == store.path and locate(ref, "") is not None):
+            if ref in known or ref.startswith((DAMAGED, OVERSIZED)) or (repository == store.path and locate(ref, "")):
                 continue
             foreign.append(ref if repository == store.path else f"{ref} (in {network})")
             dropped_by_sync = dropped_by_sync and ref.startswith(tuple(remotes))
@@ -554,6 +556,25 @@ def _outside_layout(store: Store) -> list[Finding]:
             f"{_count(len(foreign), 'ref')} outside gitmail's layout, which gitmail never reads: {_listed(foreign)}",
             remedy,
             tuple(foreign),
+        )
+    ]
+
+
+def _oversized(store: Store) -> list[Finding]:
+    """Mail that arrived by sync larger than gitmail sends, which sync set aside unread."""
+    out = store.git("for-each-ref", "--format=%(refname)", OVERSIZED).decode(errors="replace")
+    refs = out.split()
+    if not refs:
+        return []
+    ids = [ref.rpartition("/")[2] for ref in refs]
+    return [
+        Finding(
+            "messages",
+            Level.NOTE,
+            f"{_count(len(refs), 'message')} that arrived by sync larger than gitmail sends {_be(len(refs))} set "
+            f"aside unread: {_listed(ids)}",
+            f"git --git-dir {shlex.quote(str(store.path))} for-each-ref {OVERSIZED} (and see gitmail.log)",
+            tuple(refs),
         )
     ]
 

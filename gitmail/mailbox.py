@@ -34,7 +34,16 @@ from gitmail.values.layout import (
     seen_specs,
     state_prefix,
 )
-from gitmail.values.message import DOCUMENT_NAME, BadDocument, Message, clean_body, clean_subject, parse, reply_subject
+from gitmail.values.message import (
+    DOCUMENT_NAME,
+    MAX_DOCUMENT_BYTES,
+    BadDocument,
+    Message,
+    clean_body,
+    clean_subject,
+    parse,
+    reply_subject,
+)
 from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
 
@@ -246,7 +255,7 @@ def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: D
     specs += [s for p in broadcast_places for s in seen_specs(p.oid)]
     receipted_places = places if store.flag("receipts") else []
     specs += [s for p in receipted_places for s in note_specs(RECEIPTS_NOTES, p.oid)]
-    documents = store.read(specs)
+    documents = store.read(specs, limit=MAX_DOCUMENT_BYTES)  # documents and notes: nothing larger is read
     entries, unreadable = _entries(places, documents[: len(places)], Here(store))
     notes = documents[len(places) : len(places) + 3 * len(broadcast_places)]
     seen = {p.oid: note_lines(notes[3 * i : 3 * i + 3]) for i, p in enumerate(broadcast_places)}
@@ -297,7 +306,7 @@ def record_shown(
 def show(store: Store, message_id: str) -> Entry:
     """One message, by id or any unique prefix of it, with its receipts."""
     place = resolve(store, message_id)
-    entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]), Here(store))
+    entries, unreadable = _entries([place], _documents(store, [place]), Here(store))
     if unreadable:
         raise _unreadable(place)
     return with_receipts(store, entries)[0]
@@ -467,7 +476,8 @@ def ids_of(entries: Sequence[Entry]) -> list[str]:
 
 
 def _documents(store: Store, places: Iterable[Located]) -> list[bytes | None]:
-    return store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places])
+    """Each message's document; None where it cannot be read, or is larger than any message gitmail writes."""
+    return store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places], limit=MAX_DOCUMENT_BYTES)
 
 
 def log(
@@ -546,7 +556,7 @@ def _homes(line: history.Line) -> list[str]:
 
 def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
     """The entries, each with its receipt records (one read for all)."""
-    notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)])
+    notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)], limit=MAX_DOCUMENT_BYTES)
     return [
         e._replace(records=tuple(receipts.parse(note_lines(notes[3 * i : 3 * i + 3])))) for i, e in enumerate(entries)
     ]
@@ -563,7 +573,7 @@ def _thread(store: Store, place: Located) -> list[Entry]:
 
 def _from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> tuple[list[Entry], list[str]]:
     places = latest([p for oid, refs in rows for ref in refs if (p := locate(ref, oid))])
-    return _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]), Here(store))
+    return _entries(places, _documents(store, places), Here(store))
 
 
 def _entries(places: Sequence[Located], documents: Sequence[bytes | None], here: Here) -> tuple[list[Entry], list[str]]:

@@ -227,15 +227,16 @@ class HostileRemote:
         subject: str = "forged",
         body: str = "",
         raw: bytes | None = None,
+        commit_text: str | None = None,
     ) -> str:
         """A message commit written on the remote as gitmail writes one, from machine "elsewhere" (or holding
-        `raw` as its document): of any size, with any subject."""
+        `raw` as its document, `commit_text` as its commit message): of any size, with any subject."""
         message = Message(message_id, RepoName(sender), to, "x", body, at(0), machine=ELSEWHERE_MACHINE)
         message = message._replace(subject=subject)
         blob = self.git("hash-object", "-w", "--stdin", stdin=raw if raw is not None else message.document()).strip()
         tree = self.git("mktree", stdin=f"100644 blob {blob}\tmessage.md\n").strip()
         author = {"GIT_AUTHOR_NAME": sender, "GIT_AUTHOR_EMAIL": email(RepoName(sender))}
-        text = message.commit_message()
+        text = message.commit_message() if commit_text is None else commit_text
         return self.git("commit-tree", tree, "-F", "-", stdin=text, env={**_identity(), **author}).strip()
 
     def publish(self, entries: dict[str, str | None], *, parents: Sequence[str] = ()) -> str:

@@ -15,9 +15,10 @@ from gitmail.store import gitcmd
 from gitmail.store.repository import Store
 from gitmail.sync import engine as sync
 from gitmail.sync import quick as synccheck
-from tests.conftest import CliRunner, run_gitmail
+from gitmail.values.message import MAX_BODY_BYTES, MAX_SUBJECT_CHARS, Message
+from tests.conftest import CliRunner, at, run_gitmail
 from tests.hostile import KINDS, HostileRemote
-from tests.syncing import bare_remote, git, git_daemon, machine, refs_and_files
+from tests.syncing import bare_remote, fsck, git, git_daemon, machine, refs_and_files
 
 URL_FORMS = ("path", "file", "symlink", "file-symlink")
 
@@ -252,3 +253,97 @@ def test_doctor_reports_refs_outside_the_layout_and_sync_drops_those_a_remote_le
         "note      refs: 1 ref outside gitmail's layout, which gitmail never reads: refs/heads/stray -- git --git-dir "
         f"{box.path} update-ref -d REF, for each, once you know what it is"
     )
+
+
+# -- mail larger than gitmail sends --------------------------------------------------------------------------------
+
+HUGE = 8 * 1024 * 1024  # bytes: far over every limit, small enough to build quickly
+
+
+def test_mail_larger_than_gitmail_sends_is_set_aside_unread_when_it_arrives(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch, web: Path
+) -> None:
+    """A body over 64 KiB, a subject over 200 characters, a document or a commit far over any message's size: each
+    is set aside under refs/gitmail/_oversized/ (nothing deleted, nothing read whole), with a line in the log; the
+    mail within the limits arrives beside it, and what was set aside stays so whatever the remote does next."""
+    remote = HostileRemote.build(tmp_path / "remote", planted=False)
+    fits = remote.message("0f1ts0f1ts", body="y" * MAX_BODY_BYTES, subject="s" * MAX_SUBJECT_CHARS)
+    too_large = {
+        "0b0dy00000": remote.message("0b0dy00000", body="x" * (MAX_BODY_BYTES + 1)),
+        "0sbjct0000": remote.message("0sbjct0000", subject="s" * (MAX_SUBJECT_CHARS + 1)),
+        "0d0c000000": remote.message("0d0c000000", body="x" * HUGE, commit_text="forged\n"),
+        "0c0mm1t000": remote.message("0c0mm1t000", commit_text="x" * HUGE),
+    }
+    for message_id, commit in {"0f1ts0f1ts": fits, **too_large}.items():
+        remote.deliver(message_id, commit)
+    box = victim(tmp_path, str(remote.path))
+    monkeypatch.setenv("GITMAIL_DIR", str(box.path))
+    result = cli("sync")
+    assert (result.code, result.err) == (
+        0,
+        "gitmail: synced with origin: 2 messages new here, 1 message new there, 4 messages larger than gitmail "
+        "sends set aside unread (see gitmail doctor)\n",
+    )
+    set_aside = git(box.path, "for-each-ref", "--format=%(refname) %(objectname)", "refs/gitmail/_oversized/")
+    assert sorted(set_aside.splitlines()) == sorted(
+        f"refs/gitmail/_oversized/web/inbox/{i} {commit}" for i, commit in too_large.items()
+    )
+    pending = {e.message.id for e in mailbox.pending(box, repo="web").directed}
+    assert "0f1ts0f1ts" in pending and remote.honest_id in pending and not pending & set(too_large)
+    log = (box.path.parent / "gitmail.log").read_text()
+    assert "set aside message 0d0c000000 (refs/gitmail/web/inbox/0d0c000000) unread as refs/gitmail/_oversized/" in log
+    assert "0d0c000000: its document is 8,388," in log and "0c0mm1t000: its commit is 8,388," in log
+    assert "its subject is 201 characters; gitmail sends at most 200" in log
+    assert f"its body is {MAX_BODY_BYTES + 1:,} bytes; gitmail sends at most {MAX_BODY_BYTES:,}" in log
+    # what the remote does with them later changes nothing here
+    remote.move("0d0c000000", "archive")
+    mailbox.send(box, sender="api", to="web", subject="later")
+    assert cli("sync").err == "gitmail: synced with origin: 1 message new there\n"
+    assert git(box.path, "for-each-ref", "--format=%(refname) %(objectname)", "refs/gitmail/_oversized/") == set_aside
+    report = cli("doctor", cwd=web)
+    assert (
+        "note      messages: 4 messages that arrived by sync larger than gitmail sends were set aside unread: "
+        in report.out
+    ), report
+    assert "outside gitmail's layout" not in report.out
+    fsck(box.path)
+
+
+@pytest.mark.parametrize("stored", ["loose", "packed"])
+def test_no_read_reads_more_of_a_message_than_it_shows(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch, stored: str, web: Path
+) -> None:
+    """A message far larger than gitmail sends that is in an inbox all the same (it arrived before sync set such
+    mail aside) is named as unreadable by every read, and none of them reads it: the session hook, inbox, log,
+    show and doctor keep well under its size in memory."""
+    import tracemalloc
+
+    from gitmail.store.writer import writing
+    from gitmail.values.layout import Change
+    from gitmail.values.names import RepoName
+
+    box = victim(tmp_path)
+    huge = Message("0hvge00000", RepoName("api"), "web", "huge", "x" * HUGE, at(0))
+    with writing(box, actor=RepoName("api")) as writer:
+        oid = writer.objects.commit(huge)
+        writer.apply([Change("refs/gitmail/web/inbox/0hvge00000", oid, None)], "as an older gitmail let it in")
+    if stored == "packed":
+        git(box.path, "repack", "-a", "-d", "-q")
+    monkeypatch.setenv("GITMAIL_DIR", str(box.path))
+
+    def every_read() -> None:
+        mail = mailbox.pending(box, repo="web")
+        assert mail.unreadable == ["0hvge00000"] and len(mail.directed) == 1
+        for args in (["inbox", "--peek"], ["log"], ["show", "0hvge00000"], ["doctor"]):
+            cli(*args, cwd=web)
+        hook = cli("hook", "session-start", cwd=web, stdin=json.dumps({"cwd": str(web)}).encode())
+        assert hook.code == 0 and "from the victim" in hook.out and "0hvge00000" in hook.out
+
+    every_read()  # once before measuring: what the commands import is not what is measured
+    tracemalloc.start()
+    try:
+        every_read()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < HUGE // 4, f"{peak:,} bytes held at once reading a {HUGE:,}-byte message"

@@ -446,17 +446,18 @@ class BatchReader:
         self._lock = _thread.allocate_lock()
         self._process: _Piped | None = None
 
-    def read(self, specs: Sequence[str]) -> list[bytes | None]:
-        """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing."""
+    def read(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
+        """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, and
+        where the object is larger than `limit` bytes (then not one byte of it is read)."""
         if any("\n" in spec for spec in specs):
             raise ValueError("a cat-file request cannot hold a newline")
         with self._lock:
             try:
-                return self._read(specs)
+                return self._read(specs, limit)
             except (OSError, ValueError, EOFError):  # the git behind it is gone: once more with a new one
                 self._stop()
             try:
-                return self._read(specs)
+                return self._read(specs, limit)
             except (OSError, ValueError, EOFError) as error:
                 self._stop()
                 raise MailboxError(f"could not read the mailbox with git cat-file: {error}") from None
@@ -465,13 +466,20 @@ class BatchReader:
         with self._lock:
             self._stop()
 
-    def _read(self, specs: Sequence[str]) -> list[bytes | None]:
-        process = self._running()
+    def _read(self, specs: Sequence[str], limit: int | None) -> list[bytes | None]:
         results: list[bytes | None] = []
-        for chunk in _chunks(specs):
+        while len(results) < len(specs):
+            process = self._running()
+            chunk = next(_chunks(specs[len(results) :]))
             process.stdin.write("".join(spec + "\n" for spec in chunk).encode())
             process.stdin.flush()
-            results += [_answer(process.stdout) for _ in chunk]
+            for _ in chunk:
+                answer = _answer(process.stdout, limit)
+                if answer is TOO_LARGE:  # its content is never read: this git goes, a new one answers the rest
+                    self._stop()
+                    results.append(None)
+                    break
+                results.append(answer if isinstance(answer, bytes) else None)
         return results
 
     def _running(self) -> _Piped:
@@ -547,13 +555,18 @@ def _chunks(specs: Sequence[str]) -> Iterator[Sequence[str]]:
         yield specs[start:]
 
 
-def _answer(stdout: Any) -> bytes | None:
+TOO_LARGE = object()  # an answer larger than the reader would read
+
+
+def _answer(stdout: Any, limit: int | None = None) -> bytes | None | object:
     header = stdout.readline()
     if not header.endswith(b"\n"):
         raise EOFError("git cat-file stopped answering")
     size = _size(header[:-1])
     if size is None:
         return None
+    if limit is not None and size > limit:
+        return TOO_LARGE
     data = stdout.read(size + 1)
     if len(data) != size + 1:
         raise EOFError("git cat-file stopped answering")

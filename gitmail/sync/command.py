@@ -70,6 +70,11 @@ def describe(outcome: Outcome) -> str:
         (outcome.moved_there, "archived or retracted there"),
     ]
     parts = [f"{n} {_messages(n)} {what}" for n, what in counts if n]
+    if outcome.set_aside:
+        parts.append(
+            f"{outcome.set_aside} {_messages(outcome.set_aside)} larger than gitmail sends set aside unread (see "
+            "gitmail doctor)"
+        )
     if outcome.notes:
         parts.append("hand-overs merged")
     if outcome.conflicts:

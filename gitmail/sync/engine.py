@@ -58,10 +58,11 @@ class Outcome(NamedTuple):
     notes: int = 0  # notes refs that changed here or there (seen-sets, receipts)
     conflicts: int = 0  # ids that differ in content between here and there, left as they are (see the log)
     attempts: int = 1
+    set_aside: int = 0  # arrivals larger than gitmail sends, set aside unread (see the log and gitmail doctor)
 
     @property
     def quiet(self) -> bool:
-        return not (self.received or self.moved_here or self.sent or self.moved_there or self.notes)
+        return not (self.received or self.moved_here or self.sent or self.moved_there or self.notes or self.set_aside)
 
 
 # -- the sync lock and what the last sync left ---------------------------------------------------------------
@@ -214,7 +215,8 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 _restore_tracking(store, remote.name, before)
                 raise
             outcome = outcome._replace(
-                received=outcome.received + len(seen.arrivals),
+                received=outcome.received + len(seen.arrivals) - len(seen.oversized),
+                set_aside=outcome.set_aside + len(seen.oversized),
                 moved_here=outcome.moved_here + len(seen.moves_here),
                 notes=outcome.notes + seen.notes_here,
                 conflicts=len(seen.conflicts),

@@ -29,6 +29,7 @@ from gitmail.sync.remotes import (
 )
 from gitmail.values.ids import BROADCAST, ID_PATTERN
 from gitmail.values.layout import (
+    OVERSIZED,
     ROOT,
     Change,
     Located,
@@ -37,10 +38,11 @@ from gitmail.values.layout import (
     inbox_prefix,
     latest,
     locate,
+    oversized_ref,
     state_prefix,
 )
 from gitmail.values.machine import Machine
-from gitmail.values.message import DOCUMENT_NAME
+from gitmail.values.message import DOCUMENT_NAME, MAX_BODY_BYTES, MAX_DOCUMENT_BYTES, MAX_SUBJECT_CHARS
 from gitmail.values.names import RepoName
 
 if TYPE_CHECKING:
@@ -73,12 +75,12 @@ def read_remote(store: Store, name: str, tips: dict[str, str]) -> RemoteState:
     state = tips.get(STATE)
     notes = {ref[len(NOTES) :]: oid for ref, oid in tips.items() if ref in SYNCED and ref.startswith(NOTES)}
     oids = [o for o in (state, *notes.values()) if o is not None]
-    kinds = _object_types(store, oids)
-    if any(kinds[o] != "commit" for o in oids):
+    kinds = _object_info(store, oids)
+    if any(kinds[o][0] != "commit" for o in oids):
         raise NotGitmail(name, f"its {REMOTE_ROOT} refs are not commits")
     if state is None:
         return RemoteState(None, [], notes)
-    if store.read([f"{state}:{FORMAT_PATH}"])[0] != FORMAT_TEXT.encode():
+    if store.read([f"{state}:{FORMAT_PATH}"], limit=len(FORMAT_TEXT))[0] != FORMAT_TEXT.encode():
         raise NotGitmail(name, f"{REMOTE_ROOT}{STATE} is not a gitmail sync state of a format this gitmail reads")
     out = store.git("ls-tree", "-r", "-z", "--full-tree", state).decode(errors="replace")
     lines = []
@@ -107,16 +109,20 @@ def _places(pairs: Iterable[tuple[str, str]]) -> list[Located]:
     return found
 
 
-def _object_types(store: Store, oids: Sequence[str]) -> dict[str, str]:
-    if not oids:
+def _object_info(store: Store, specs: Sequence[str]) -> dict[str, tuple[str, int]]:
+    """The type and size of what each spec names (("missing", 0) where nothing), read without reading it."""
+    if not specs:
         return {}
     out = store.git(
-        "cat-file", "--batch-check=%(objectname) %(objecttype)", stdin="".join(f"{o}\n" for o in oids).encode()
+        "cat-file",
+        "--batch-check=%(objecttype) %(objectsize)",
+        stdin="".join(f"{s}\n" for s in specs).encode(),
     )
-    kinds = {}
-    for oid, line in zip(oids, out.decode(errors="replace").splitlines(), strict=True):
-        kinds[oid] = "missing" if line.endswith(" missing") else line.rpartition(" ")[2]
-    return kinds
+    found = {}
+    for spec, line in zip(specs, out.decode(errors="replace").splitlines(), strict=True):
+        kind, _, size = line.rpartition(" ")
+        found[spec] = (kind, int(size)) if size.isdigit() and not line.endswith(" missing") else ("missing", 0)
+    return found
 
 
 class NotesStep(NamedTuple):
@@ -131,12 +137,13 @@ class NotesStep(NamedTuple):
 class Comparison(NamedTuple):
     """This mailbox against the remote's state, message by message and notes ref by notes ref."""
 
-    arrivals: list[Located]  # new here
+    arrivals: list[Located]  # new here (those too large to take are set aside instead: `oversized`)
     moves_here: list[tuple[Located, Located]]  # (here, there): the remote's place is the later state
     additions: list[Located]  # new there
     moves_there: list[tuple[Located, Located]]  # (there, here): this mailbox's place is the later state
     conflicts: list[tuple[Located, Located]]  # one id, different commits or kinds: left as they are
     notes: list[NotesStep]
+    oversized: list[tuple[Located, str]]  # arrivals set aside unread (`_apply` fills it): the place, and why
 
     @property
     def notes_here(self) -> int:
@@ -162,6 +169,7 @@ def _compare(store: Store, there: RemoteState, remote: str) -> Comparison:
     of lines that differ are looked at as messages."""
     out = store.git("for-each-ref", "--format=%(refname) %(objectname)", ROOT).decode(errors="replace")
     local_lines = out.splitlines()
+    set_aside = {_id_of(line) for line in local_lines if line.startswith(OVERSIZED)}  # arrived too large, earlier
     local_set, remote_set = set(local_lines), set(there.lines)
     touched = {_id_of(line) for line in local_set.symmetric_difference(remote_set)}
     local = _by_id(local_lines, touched)
@@ -175,11 +183,11 @@ def _compare(store: Store, there: RemoteState, remote: str) -> Comparison:
     if len(theirs_at) != len(remote_places):
         raise NotGitmail(remote, "its state holds a message in two places")
     mine_at = {p.id: p for p in latest(_places(pair for found in local.values() for pair in found))}
-    seen = Comparison([], [], [], [], [], _compare_notes(store, there.notes))
+    seen = Comparison([], [], [], [], [], _compare_notes(store, there.notes), [])
     for message_id in touched:
         mine, theirs = mine_at.get(message_id), theirs_at.get(message_id)
-        if mine is None and theirs is None:
-            continue  # a ref that is no message here (a damaged one set aside, say)
+        if mine is None and (theirs is None or message_id in set_aside):
+            continue  # a ref that is no message here (a damaged one set aside, say), or mail set aside unread
         if theirs is None:
             assert mine is not None
             seen.additions.append(mine)
@@ -294,13 +302,23 @@ def _apply(
     """Change this mailbox (under the writer's lock): arrivals, later states, notes. Returns the notes pushes
     that merging made."""
     from gitmail.store import machines as machine
+    from gitmail.store.log import problem
 
-    arrived = _check_arrivals(store, seen.arrivals, remote)
+    arrived, oversized = _check_arrivals(store, seen.arrivals, remote)
+    seen.oversized[:] = oversized
     # Recorded before their refs exist: a message that arrived is never taken for one written here.
     machine.remember_arrivals(store, [i for i, m in arrived.items() if m.machine is None or m.machine.id == here.id])
-    changes = [[Change(p.ref, p.oid, None)] for p in seen.arrivals]
+    changes = [[Change(p.ref, p.oid, None)] for p in seen.arrivals if p.id in arrived]
+    changes += [[Change(oversized_ref(p.ref), p.oid, None)] for p, _ in oversized]
     changes += [[Change(new.ref, new.oid, None), Change(old.ref, None, old.oid)] for old, new in seen.moves_here]
-    reason = f"gitmail: sync from {remote}: {len(seen.arrivals)} new, {len(seen.moves_here)} moved"
+    reason = f"gitmail: sync from {remote}: {len(arrived)} new, {len(seen.moves_here)} moved"
+    reason += f", {len(oversized)} set aside as too large" if oversized else ""
+    for place, why in oversized:
+        problem(
+            store.path,
+            f"sync with {remote}: set aside message {place.id} ({place.ref}) unread as {oversized_ref(place.ref)}: "
+            f"{why}",
+        )
     for chunk in _chunks(changes, IMPORT_CHUNK):
         writer.apply(chunk, reason)
     if len(seen.arrivals) > PACK_AFTER:
@@ -335,19 +353,32 @@ def _chunks(groups: Sequence[Sequence[Change]], size: int) -> Iterator[list[Chan
         yield chunk
 
 
-def _check_arrivals(store: Store, arrivals: Sequence[Located], remote: str) -> dict[str, Message]:
+def _check_arrivals(
+    store: Store, arrivals: Sequence[Located], remote: str
+) -> tuple[dict[str, Message], list[tuple[Located, str]]]:
     """Every arriving message must be a commit here now, holding a gitmail document with its own id and
-    addressed where the remote's state files it; else nothing arrives."""
+    addressed where the remote's state files it; else nothing arrives. Mail larger than gitmail sends (a commit
+    or document over MAX_DOCUMENT_BYTES, a body or subject over its limit) is set aside: (the place, why). Sizes
+    are looked at before anything is read, so what is too large is never read."""
     from gitmail.values.message import BadDocument, parse
 
-    kinds = _object_types(store, [p.oid for p in arrivals])
-    missing = [p for p in arrivals if kinds[p.oid] != "commit"]
+    specs = [p.oid for p in arrivals] + [f"{p.oid}:{DOCUMENT_NAME}" for p in arrivals]
+    info = _object_info(store, specs)
+    missing = [p for p in arrivals if info[p.oid][0] != "commit"]
     if missing:
         count = len(missing)
         raise NotGitmail(remote, f"{count} messages of its state are not commits it holds, e.g. {missing[0].id}")
-    documents = store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in arrivals])
+    oversized = []
+    for place in arrivals:
+        commit, size = info[place.oid][1], info[f"{place.oid}:{DOCUMENT_NAME}"][1]
+        if max(commit, size) > MAX_DOCUMENT_BYTES:
+            what = f"its document is {size:,} bytes" if size > commit else f"its commit is {commit:,} bytes"
+            oversized.append((place, f"{what}; gitmail takes at most {MAX_DOCUMENT_BYTES:,}"))
+    too_large = {p.id for p, _ in oversized}
+    readable = [p for p in arrivals if p.id not in too_large]
+    documents = store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in readable], limit=MAX_DOCUMENT_BYTES)
     arrived = {}
-    for place, document in zip(arrivals, documents, strict=True):
+    for place, document in zip(readable, documents, strict=True):
         try:
             if document is None:
                 raise BadDocument("no message document")
@@ -357,8 +388,15 @@ def _check_arrivals(store: Store, arrivals: Sequence[Located], remote: str) -> d
         to = BROADCAST if place.recipient is None else place.recipient
         if message.id != place.id or message.to != to:
             raise NotGitmail(remote, f"message {place.id} is filed under another id or recipient")
-        arrived[place.id] = message
-    return arrived
+        body = len(message.body.encode())
+        if body > MAX_BODY_BYTES:
+            oversized.append((place, f"its body is {body:,} bytes; gitmail sends at most {MAX_BODY_BYTES:,}"))
+        elif len(message.subject) > MAX_SUBJECT_CHARS:
+            why = f"its subject is {len(message.subject):,} characters; gitmail sends at most {MAX_SUBJECT_CHARS}"
+            oversized.append((place, why))
+        else:
+            arrived[place.id] = message
+    return arrived, oversized
 
 
 def _pack_refs(store: Store, writer: Writer) -> None:
