@@ -49,6 +49,7 @@ from gitmail.values.receipts import RECEIPTS_NOTES
 
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
+    from gitmail.store.remotemoves import Move
     from gitmail.store.writer import Writer
 
 
@@ -60,6 +61,7 @@ class Entry(NamedTuple):
     oid: str  # the message's commit
     recipient: RepoName | None  # whose inbox or archive holds it; None for broadcasts
     records: Sequence[receipts.Record] = ()  # its receipts, where the reader asked for them (log, show)
+    moved: Move | None = None  # archived or retracted here because a remote said so (log, show)
 
 
 class Pending(NamedTuple):
@@ -555,10 +557,20 @@ def _homes(line: history.Line) -> list[str]:
 
 
 def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
-    """The entries, each with its receipt records (one read for all)."""
+    """The entries, each with its receipt records (one read for all), and for those a remote archived or retracted
+    here, the record of it (store/remotemoves.py)."""
     notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)], limit=MAX_DOCUMENT_BYTES)
+    moves: dict[str, Move] = {}
+    if any(e.state in (State.ARCHIVED, State.RETRACTED) for e in entries):
+        from gitmail.store import remotemoves  # log and show: the hooks never read it
+
+        moves = remotemoves.load(store)
     return [
-        e._replace(records=tuple(receipts.parse(note_lines(notes[3 * i : 3 * i + 3])))) for i, e in enumerate(entries)
+        e._replace(
+            records=tuple(receipts.parse(note_lines(notes[3 * i : 3 * i + 3]))),
+            moved=m if (m := moves.get(e.message.id)) is not None and m.state == e.state.value else None,
+        )
+        for i, e in enumerate(entries)
     ]
 
 

@@ -251,7 +251,8 @@ class HostileRemote:
         tree = self.git("write-tree", env=env).strip()
         index.unlink()
         flags = [f for p in [self.state(), *parents] for f in ("-p", p)]
-        state = self.git("commit-tree", tree, *flags, "-m", "gitmail sync from elsewhere", env=_identity()).strip()
+        text = f"gitmail sync from elsewhere\n\nMachine: {ELSEWHERE_MACHINE.field()}\n"
+        state = self.git("commit-tree", tree, *flags, "-m", text, env=_identity()).strip()
         self.git("update-ref", STATE, state)
         return state
 

@@ -18,7 +18,7 @@ from gitmail.sync import quick as synccheck
 from gitmail.values.message import MAX_BODY_BYTES, MAX_SUBJECT_CHARS, Message
 from tests.conftest import CliRunner, at, run_gitmail
 from tests.hostile import KINDS, HostileRemote
-from tests.syncing import bare_remote, fsck, git, git_daemon, machine, refs_and_files
+from tests.syncing import bare_remote, fsck, git, git_daemon, machine, refs_and_files, sync_now
 
 URL_FORMS = ("path", "file", "symlink", "file-symlink")
 
@@ -347,3 +347,58 @@ def test_no_read_reads_more_of_a_message_than_it_shows(
     finally:
         tracemalloc.stop()
     assert peak < HUGE // 4, f"{peak:,} bytes held at once reading a {HUGE:,}-byte message"
+
+
+# -- what a remote archives or retracts ----------------------------------------------------------------------------
+
+
+def test_mail_a_remote_archives_or_retracts_is_named_by_sync_and_marked_in_log_and_show(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch, web: Path
+) -> None:
+    """Archived beats pending wherever a remote says so, so anyone who can push can make mail leave every inbox.
+    It still does, but never unseen: sync names each message and the machine the remote says did it, and log and
+    show mark it for good, saying whether a session here had been shown it."""
+    from gitmail import render
+
+    remote = HostileRemote.build(tmp_path / "remote", planted=False)
+    cast = mailbox.broadcast(remote.honest, sender="api", subject="Freeze")
+    shown_first = mailbox.send(remote.honest, sender="api", to="web", subject="read here first")
+    sync_now(remote.honest)
+    box = victim(tmp_path, str(remote.path))
+    monkeypatch.setenv("GITMAIL_DIR", str(box.path))
+    assert cli("sync").code == 0
+    assert cli("inbox", cwd=web).code == 0  # every message is shown to web here once...
+    honest = remote.honest_id
+    remote.deliver("0nseen0000", remote.message("0nseen0000", subject="arrived, never shown"))
+    assert cli("sync").code == 0  # ...but this one, which arrives after
+    remote.move(honest, "archive")
+    remote.move("0nseen0000", "archive")
+    remote.move(shown_first.message.id, "archive")
+    remote.move(cast.message.id, "retracted")
+    result = cli("sync")
+    lines = result.err.splitlines()
+    assert (result.code, lines[0]) == (0, "gitmail: synced with origin: 4 messages archived or retracted here")
+    elsewhere = 'on machine "elsewhere" (as origin says)'
+    assert sorted(lines[1:]) == sorted(
+        [
+            f'gitmail: origin: archived {honest} (to web, "from an honest machine"): done {elsewhere}',
+            f'gitmail: origin: archived 0nseen0000 (to web, "arrived, never shown"): done {elsewhere}, never shown here',
+            f'gitmail: origin: archived {shown_first.message.id} (to web, "read here first"): done {elsewhere}',
+            f'gitmail: origin: retracted {cast.message.id} (a broadcast, "Freeze"): retracted {elsewhere}',
+        ]
+    )
+    assert [e.message.subject for e in mailbox.pending(box, repo="web").directed] == ["from the victim"]
+    log = cli("log", cwd=web).out
+    [line] = [line for line in log.splitlines() if line.startswith("0nseen0000")]
+    assert line.endswith(f"  arrived, never shown  [done {elsewhere}, never shown here]"), line
+    shown = cli("show", "0nseen0000").out
+    assert f"\nNote: archived here by sync: done {elsewhere}, never shown here.\n" in shown
+    as_json = json.loads(cli("show", "0nseen0000", "--json").out)["moved_by_sync"]
+    assert as_json["remote"] == "origin" and as_json["machine"] == {"name": "elsewhere", "id": "9zz9zz9zz9"}
+    assert as_json["shown_here"] is False
+    assert "Note:" not in render.card(mailbox.show(box, shown_first.message.id), claims={}, state=False)
+    assert "elsewhere" in (box.path.parent / "gitmail.log").read_text()
+    # mail archived here by this machine's own hand is not marked
+    mine = mailbox.send(box, sender="api", to="web", subject="mine")
+    mailbox.done(box, repo="web", ids=[mine.message.id])
+    assert "[" not in [line for line in cli("log", cwd=web).out.splitlines() if line.startswith(mine.message.id)][0]

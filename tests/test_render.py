@@ -183,6 +183,7 @@ def test_log_lines_and_json() -> None:
         "reply_to": None,
         "machine": None,
         "body": "body",
+        "moved_by_sync": None,
     }
 
 

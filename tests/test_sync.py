@@ -149,8 +149,16 @@ def test_archived_beats_pending_everywhere_and_never_comes_back(trio: tuple[Stor
     assert [e.message.id for e in mailbox.done(b, repo="web", ids=[sent.message.id]).archived] == [sent.message.id]
     # The done travels with its receipt (when, and by whom, it was handled).
     assert sync_now(b) == sync.Outcome("origin", moved_there=1, notes=1)
-    assert sync_now(c) == sync.Outcome("origin", moved_here=1, notes=1)
-    assert sync_now(a) == sync.Outcome("origin", moved_here=1, notes=1)
+    for box in (c, a):  # each says which machine the remote names, and that no session here was shown it
+        outcome = sync_now(box)
+        assert outcome._replace(said=()) == sync.Outcome("origin", moved_here=1, notes=1)
+        [move] = outcome.said
+        assert (move.id, move.state, move.machine, move.shown) == (
+            sent.message.id,
+            "archived",
+            machine.current(b).field(),
+            False,
+        )
     for box in (a, b, c):
         assert state_of(box, sent.message.id) is State.ARCHIVED
         assert mailbox.status(mailbox.show(box, sent.message.id)).name == "done"
@@ -184,7 +192,11 @@ def test_retracted_beats_active(trio: tuple[Store, Store, Store]) -> None:
     sync_now(a), sync_now(b)
     assert mailbox.retract(a, sender="api", message_id=cast.message.id)
     sync_now(a)
-    assert sync_now(b) == sync.Outcome("origin", moved_here=1)
+    outcome = sync_now(b)
+    assert outcome._replace(said=()) == sync.Outcome("origin", moved_here=1)
+    assert [(m.id, m.state, m.machine) for m in outcome.said] == [
+        (cast.message.id, "retracted", machine.current(a).field())
+    ]
     assert state_of(b, cast.message.id) is State.RETRACTED
     assert not mailbox.pending(b, repo="web").broadcasts
 

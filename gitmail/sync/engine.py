@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
-from gitmail.store import gitcmd, machines
+from gitmail.store import gitcmd, machines, remotemoves
 from gitmail.store.files import unwritable
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
@@ -31,6 +31,7 @@ from gitmail.sync import background, quick, reconcile
 from gitmail.sync.quick import Record, fingerprint
 from gitmail.sync.remotes import (
     REMOTE_ROOT,
+    STATE,
     TRACKING_ROOT,
     NotGitmail,
     Remote,
@@ -59,6 +60,7 @@ class Outcome(NamedTuple):
     conflicts: int = 0  # ids that differ in content between here and there, left as they are (see the log)
     attempts: int = 1
     set_aside: int = 0  # arrivals larger than gitmail sends, set aside unread (see the log and gitmail doctor)
+    said: tuple[remotemoves.Move, ...] = ()  # of moved_here, each as recorded: which machine, shown here or not
 
     @property
     def quiet(self) -> bool:
@@ -210,13 +212,14 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 tips = _tracking(store, remote.name)
             try:
                 there = reconcile.read_remote(store, remote.name, tips)
-                seen, plan = reconcile.reconcile(store, there, here, remote.name)
+                seen, plan = reconcile.reconcile(store, there, here, remote.name, since=before.get(STATE))
             except NotGitmail:
                 _restore_tracking(store, remote.name, before)
                 raise
             outcome = outcome._replace(
                 received=outcome.received + len(seen.arrivals) - len(seen.oversized),
                 set_aside=outcome.set_aside + len(seen.oversized),
+                said=outcome.said + tuple(seen.said),
                 moved_here=outcome.moved_here + len(seen.moves_here),
                 notes=outcome.notes + seen.notes_here,
                 conflicts=len(seen.conflicts),

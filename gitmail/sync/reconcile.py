@@ -15,7 +15,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from gitmail.store import gitcmd
+from gitmail.store import gitcmd, remotemoves
+from gitmail.store.remotemoves import Move
 from gitmail.store.writer import writing
 from gitmail.sync.quick import SYNCED
 from gitmail.sync.remotes import (
@@ -144,6 +145,7 @@ class Comparison(NamedTuple):
     conflicts: list[tuple[Located, Located]]  # one id, different commits or kinds: left as they are
     notes: list[NotesStep]
     oversized: list[tuple[Located, str]]  # arrivals set aside unread (`_apply` fills it): the place, and why
+    said: list[Move]  # moves_here as recorded here (`_apply` fills it): which machine the remote says made each
 
     @property
     def notes_here(self) -> int:
@@ -183,7 +185,7 @@ def _compare(store: Store, there: RemoteState, remote: str) -> Comparison:
     if len(theirs_at) != len(remote_places):
         raise NotGitmail(remote, "its state holds a message in two places")
     mine_at = {p.id: p for p in latest(_places(pair for found in local.values() for pair in found))}
-    seen = Comparison([], [], [], [], [], _compare_notes(store, there.notes), [])
+    seen = Comparison([], [], [], [], [], _compare_notes(store, there.notes), [], [])
     for message_id in touched:
         mine, theirs = mine_at.get(message_id), theirs_at.get(message_id)
         if mine is None and (theirs is None or message_id in set_aside):
@@ -242,10 +244,13 @@ def _compare_notes(store: Store, remote_notes: dict[str, str]) -> list[NotesStep
     return steps
 
 
-def reconcile(store: Store, there: RemoteState, here: Machine, remote: str) -> tuple[Comparison, Plan]:
+def reconcile(
+    store: Store, there: RemoteState, here: Machine, remote: str, since: str | None = None
+) -> tuple[Comparison, Plan]:
     """Bring what the remote has into this mailbox, and build what the remote lacks. Comparing takes no lock:
     every change made here carries the value it expects, so one that a local write overtook is refused whole,
-    and then the comparison is made again under the lock."""
+    and then the comparison is made again under the lock. `since`: the remote's state as last fetched (where to
+    look back to for who moved a message)."""
     from gitmail.store.log import problem
 
     seen = _compare(store, there, remote)
@@ -255,10 +260,10 @@ def reconcile(store: Store, there: RemoteState, here: Machine, remote: str) -> t
             if not _still_absent(store, seen.arrivals):
                 seen = _compare(store, there, remote)  # a local write landed meanwhile: compare again, locked
             try:
-                pushes = _apply(store, writer, seen, here, remote)
+                pushes = _apply(store, writer, seen, here, remote, there.state, since)
             except gitcmd.GitFailed:  # a local write overtook a change: it was refused whole; compare again
                 seen = _compare(store, there, remote)
-                pushes = _apply(store, writer, seen, here, remote)
+                pushes = _apply(store, writer, seen, here, remote, there.state, since)
     for notes in seen.notes:
         if notes.action == "push":
             assert notes.mine is not None
@@ -297,10 +302,11 @@ def _still_absent(store: Store, arrivals: Sequence[Located]) -> bool:
 
 
 def _apply(
-    store: Store, writer: Writer, seen: Comparison, here: Machine, remote: str
+    store: Store, writer: Writer, seen: Comparison, here: Machine, remote: str, state: str | None, since: str | None
 ) -> list[tuple[str, str, str | None]]:
     """Change this mailbox (under the writer's lock): arrivals, later states, notes. Returns the notes pushes
-    that merging made."""
+    that merging made. Each message archived or retracted here because the remote says so is recorded first
+    (store/remotemoves.py) and logged."""
     from gitmail.store import machines as machine
     from gitmail.store.log import problem
 
@@ -319,6 +325,10 @@ def _apply(
             f"sync with {remote}: set aside message {place.id} ({place.ref}) unread as {oversized_ref(place.ref)}: "
             f"{why}",
         )
+    seen.said[:] = _remote_moves(store, seen.moves_here, remote, state, since)
+    remotemoves.remember(store, seen.said)
+    for move in seen.said:
+        problem(store.path, f"sync with {remote}: {move.line()}")
     for chunk in _chunks(changes, IMPORT_CHUNK):
         writer.apply(chunk, reason)
     if len(seen.arrivals) > PACK_AFTER:
@@ -397,6 +407,73 @@ def _check_arrivals(
         else:
             arrived[place.id] = message
     return arrived, oversized
+
+
+def _remote_moves(
+    store: Store, moves: Sequence[tuple[Located, Located]], remote: str, state: str | None, since: str | None
+) -> list[Move]:
+    """What to record of messages archived or retracted here because the remote says so: the machine whose sync
+    put the move in the remote's state, whether a session here had been shown the message, its subject."""
+    import time
+
+    from gitmail.values.message import BadDocument, parse
+
+    if not moves:
+        return []
+    who = _who_moved(store, state, since, [_path(new) for _, new in moves])
+    shown = _shown_here(store, [old for old, _ in moves])
+    documents = store.read([f"{old.oid}:{DOCUMENT_NAME}" for old, _ in moves], limit=MAX_DOCUMENT_BYTES)
+    now = time.time()
+    found = []
+    for (old, new), document in zip(moves, documents, strict=True):
+        try:
+            subject = parse(document).subject if document is not None else ""
+        except BadDocument:
+            subject = ""
+        to = BROADCAST if old.recipient is None else str(old.recipient)
+        field = who.get(_path(new), "")
+        found.append(Move(new.id, new.state.value, remote, field, now, shown.get(old.id), to, subject))
+    return found
+
+
+def _who_moved(store: Store, state: str | None, since: str | None, paths: Sequence[str]) -> dict[str, str]:
+    """For each of these paths of the remote's state, the machine its newest state commit adding the path names
+    (its `Machine:` trailer, "laptop 4kq8m2x9ab"), looking back to `since`."""
+    if state is None:
+        return {}
+    trailer = "%(trailers:key=Machine,valueonly,separator=%x20)"
+    walk = ["log", "--first-parent", "--no-renames", "--diff-filter=A", "--name-only", f"--format=%x01{trailer}"]
+    walk += [state, *([f"^{since}"] if since else [])]
+    walk += ["--", *paths] if len(paths) <= 500 else []
+    try:
+        out = store.git("--literal-pathspecs", *walk).decode(errors="replace")
+    except gitcmd.GitFailed:  # `since` is gone, say: nobody is named
+        return {}
+    wanted, found = set(paths), {}
+    for block in out.split("\x01")[1:]:
+        head, _, names = block.partition("\n")
+        for name in names.splitlines():
+            if name in wanted and name not in found:  # newest first: the move that counts
+                found[name] = head.strip()
+    return found
+
+
+def _shown_here(store: Store, places: Sequence[Located]) -> dict[str, bool | None]:
+    """Whether a session on this machine was shown each message, as the receipts here say; {} with receipts off.
+    (Receipts that arrived by sync count too, as the receipts notes hold them.)"""
+    from gitmail.values.layout import note_lines, note_specs
+    from gitmail.values.receipts import RECEIPTS_NOTES, delivered
+    from gitmail.values.receipts import parse as parse_receipts
+
+    if not store.flag("receipts"):
+        return {}
+    specs = [spec for place in places for spec in note_specs(RECEIPTS_NOTES, place.oid)]
+    notes = store.read(specs, limit=MAX_DOCUMENT_BYTES)
+    found: dict[str, bool | None] = {}
+    for number, place in enumerate(places):
+        records = parse_receipts(note_lines(notes[3 * number : 3 * number + 3]))
+        found[place.id] = bool(delivered(records, None if place.recipient is None else str(place.recipient)))
+    return found
 
 
 def _pack_refs(store: Store, writer: Writer) -> None:
