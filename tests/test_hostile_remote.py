@@ -349,6 +349,30 @@ def test_no_read_reads_more_of_a_message_than_it_shows(
     assert peak < HUGE // 4, f"{peak:,} bytes held at once reading a {HUGE:,}-byte message"
 
 
+@pytest.mark.parametrize("kept", [False, True])
+def test_a_bounded_read_answers_every_request_and_reads_none_too_large(tmp_path: Path, kept: bool) -> None:
+    """Objects around ones far too large, missing ones among them, packed (what git cat-file answers): each small
+    one is read whole, in order, and each too large or missing reads as None, whether the read starts its own git
+    or keeps one running."""
+    from tests.hostile import plain_git
+
+    box = victim(tmp_path)
+    contents = [b"a" * 10, b"b" * 70_000, b"c" * HUGE, b"d" * 5, b"", b"f" * 65_000, b"g" * HUGE, b"h"]
+    blobs = [plain_git("--git-dir", str(box.path), "hash-object", "-w", "--stdin", stdin=c).strip() for c in contents]
+    git(box.path, "repack", "-a", "-d", "-q")
+    git(box.path, "prune-packed")
+    specs = [blobs[0], "1" * 40, *blobs[1:], "refs/heads/none:x", blobs[0]]
+    if kept:
+        box.keep_reading()
+    try:
+        found = box.read(specs, limit=68_000)
+    finally:
+        box.close()
+    small = [c if len(c) <= 68_000 else None for c in contents]
+    assert found == [small[0], None, *small[1:], None, small[0]]
+    assert box.read(specs[2:4]) == contents[1:3]  # with no limit, read whole
+
+
 # -- what a remote archives or retracts ----------------------------------------------------------------------------
 
 

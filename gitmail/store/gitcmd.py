@@ -29,7 +29,7 @@ from gitmail.errors import MailboxError
 
 TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from os import PathLike
     from typing import Any
 
@@ -91,11 +91,14 @@ def spawn(
     stdin: bytes | None = None,
     pass_fds: Sequence[int] = (),
     timeout: float | None = None,
+    until: Callable[[bytes], bool] | None = None,
 ) -> Spawned:
     """Run a program to its end with os.posix_spawnp, feeding it `stdin` and collecting its output, without the
     subprocess module (whose import costs the hooks and the quick commands milliseconds each). The fds in
     `pass_fds` stay open in it (the mailbox lock, which must outlive gitmail if it is killed); a process still
-    running after `timeout` seconds is killed (returncode -9). Raises FileNotFoundError when the program is missing."""
+    running after `timeout` seconds is killed (returncode -9), and so is one whose output so far made `until`
+    (called with each piece of standard output as it comes) say True. Raises FileNotFoundError when the program is
+    missing."""
     import select
 
     child_in, feed = os.pipe() if stdin else (None, None)
@@ -127,7 +130,7 @@ def spawn(
     open_fds = {out_r, err_r} | ({feed} if feed is not None else set())
     killed = False
     try:
-        while open_fds:
+        while open_fds and not killed:
             wait = None if end is None else max(0.0, end - time.monotonic())
             ready = poller.poll(None if wait is None else int(wait * 1000))
             if not ready and end is not None and time.monotonic() >= end:
@@ -149,6 +152,10 @@ def spawn(
                 data = os.read(fd, 65536)
                 if data:
                     chunks[fd].append(data)
+                    if until is not None and fd == out_r and until(data):
+                        os.kill(pid, 9)
+                        killed = True
+                        break
                 else:
                     poller.unregister(fd)
                     open_fds.discard(fd)
@@ -403,6 +410,70 @@ def _quoted(word: str) -> str:
     if word and all(c.isalnum() or c in "@%+=:,./-_" for c in word):
         return word
     return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+def read_batch(git_dir: str | PathLike[str], specs: Sequence[str], limit: int) -> list[bytes | None]:
+    """As `git cat-file --batch` answers each spec; None where missing, and where the object is larger than `limit`
+    bytes: git is stopped as soon as it announces one (having sent at most a pipe's worth of it), and a new one
+    answers the specs after it."""
+    where = str(git_dir)
+    results: list[bytes | None] = []
+    while len(results) < len(specs):
+        rest = specs[len(results) :]
+        watch = _Watch(limit)
+        try:
+            done = spawn(
+                ["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, "cat-file", "--batch", "--buffer"],
+                environment(),
+                stdin="".join(s + "\n" for s in rest).encode(),
+                until=watch.feed,
+            )
+        except FileNotFoundError:
+            raise MailboxError("git was not found on PATH; gitmail reads the mailbox with it") from None
+        except OSError as error:
+            raise MailboxError(f"could not run git: {error.strerror or error}") from None
+        if done.returncode != 0 and not watch.stopped:
+            raise GitFailed("cat-file", done.returncode, done.stderr.decode(errors="replace"))
+        results += parse_batch(done.stdout, watch.answered if watch.stopped else len(rest))
+        if watch.stopped:
+            results.append(None)
+    return results
+
+
+class _Watch:
+    """Follows `git cat-file --batch` output as it comes: how many answers are whole, and whether the next one
+    announced a size over the limit (then the output must be read no further)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.answered, self.stopped = limit, 0, False
+        self.header = b""  # the part of a header line not yet ended
+        self.skip = 0  # bytes of the current answer's content (and its newline) still to come
+
+    def feed(self, data: bytes) -> bool:
+        at = 0
+        while at < len(data):
+            if self.skip:
+                taken = min(self.skip, len(data) - at)
+                self.skip -= taken
+                at += taken
+                if not self.skip:
+                    self.answered += 1
+                continue
+            end = data.find(b"\n", at)
+            if end < 0:
+                self.header += data[at:]
+                return False
+            header, self.header = self.header + data[at:end], b""
+            at = end + 1
+            size = _size(header)
+            if size is None:
+                self.answered += 1
+            elif size > self.limit:
+                self.stopped = True
+                return True
+            else:
+                self.skip = size + 1  # its content and the newline after it
+        return False
 
 
 def parse_batch(out: bytes, count: int) -> list[bytes | None]:

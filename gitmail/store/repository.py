@@ -223,12 +223,8 @@ class Store:
     def _cat_file(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
         if self._reader is not None:
             return self._reader.read(specs, limit)
-        if limit is not None:  # a git that answers one object at a time, and goes before it sends one too large
-            reader = gitcmd.BatchReader(self.path)
-            try:
-                return reader.read(specs, limit)
-            finally:
-                reader.close()
+        if limit is not None:
+            return gitcmd.read_batch(self.path, specs, limit)
         out = self.git("cat-file", "--batch", "--buffer", stdin="".join(s + "\n" for s in specs).encode())
         return gitcmd.parse_batch(out, len(specs))
 
