@@ -36,12 +36,22 @@ from gitmail.values.layout import (
     seen_specs,
     state_prefix,
 )
-from gitmail.values.message import DOCUMENT_NAME, BadDocument, Message, clean_body, clean_subject, parse, reply_subject
+from gitmail.values.message import (
+    DOCUMENT_NAME,
+    MAX_DOCUMENT_BYTES,
+    BadDocument,
+    Message,
+    clean_body,
+    clean_subject,
+    parse,
+    reply_subject,
+)
 from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
 
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
+    from gitmail.store.remotemoves import Move
     from gitmail.store.writer import Writer
 
 
@@ -53,6 +63,7 @@ class Entry(NamedTuple):
     oid: str  # the message's commit
     recipient: RepoName | None  # whose inbox or archive holds it; None for broadcasts
     records: Sequence[receipts.Record] = ()  # its receipts, where the reader asked for them (log, show)
+    moved: Move | None = None  # archived or retracted here because a remote said so (log, show)
 
 
 class Pending(NamedTuple):
@@ -305,7 +316,7 @@ def pending(
     specs += [s for p in broadcast_places for s in seen_specs(p.oid)]
     receipted_places = places if store.flag("receipts") else []
     specs += [s for p in receipted_places for s in note_specs(RECEIPTS_NOTES, p.oid)]
-    documents = store.read(specs)
+    documents = store.read(specs, limit=MAX_DOCUMENT_BYTES)  # documents and notes: nothing larger is read
     entries, unreadable = _entries(places, documents[: len(places)], Here(store))
     notes = documents[len(places) : len(places) + 3 * len(broadcast_places)]
     seen = {p.oid: note_lines(notes[3 * i : 3 * i + 3]) for i, p in enumerate(broadcast_places)}
@@ -363,7 +374,7 @@ def record_shown(
 def show(store: Store, message_id: str) -> Entry:
     """One message, by id or any unique prefix of it, with its receipts."""
     place = resolve(store, message_id)
-    entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]), Here(store))
+    entries, unreadable = _entries([place], _documents(store, [place]), Here(store))
     if unreadable:
         raise _unreadable(place)
     return with_receipts(store, entries)[0]
@@ -537,7 +548,8 @@ def ids_of(entries: Sequence[Entry]) -> list[str]:
 
 
 def _documents(store: Store, places: Iterable[Located]) -> list[bytes | None]:
-    return store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places])
+    """Each message's document; None where it cannot be read, or is larger than any message gitmail writes."""
+    return store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places], limit=MAX_DOCUMENT_BYTES)
 
 
 def log(
@@ -615,16 +627,25 @@ def _homes(line: history.Line) -> list[str]:
 
 
 def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
-    """The entries, each with its receipt records (one read for all). A record made on this machine says so by
-    naming no machine, as messages do; one made elsewhere (sync brought it) keeps the machine it names."""
-    notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)])
+    """The entries, each with its receipt records (one read for all), and for those a remote archived or retracted
+    here, the record of it (store/remotemoves.py). A record made on this machine says so by naming no machine, as
+    messages do; one made elsewhere (sync brought it) keeps the machine it names."""
+    notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)], limit=MAX_DOCUMENT_BYTES)
     here = Here(store).id
+    moves: dict[str, Move] = {}
+    if any(e.state in (State.ARCHIVED, State.RETRACTED) for e in entries):
+        from gitmail.store import remotemoves  # log and show: the hooks never read it
+
+        moves = remotemoves.load(store)
 
     def local(record: receipts.Record) -> receipts.Record:
         return record._replace(machine=None) if record.machine == here else record
 
     return [
-        e._replace(records=tuple(local(r) for r in receipts.parse(note_lines(notes[3 * i : 3 * i + 3]))))
+        e._replace(
+            records=tuple(local(r) for r in receipts.parse(note_lines(notes[3 * i : 3 * i + 3]))),
+            moved=m if (m := moves.get(e.message.id)) is not None and m.state == e.state.value else None,
+        )
         for i, e in enumerate(entries)
     ]
 
@@ -640,7 +661,7 @@ def _thread(store: Store, place: Located) -> list[Entry]:
 
 def _from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> tuple[list[Entry], list[str]]:
     places = latest([p for oid, refs in rows for ref in refs if (p := locate(ref, oid))])
-    return _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]), Here(store))
+    return _entries(places, _documents(store, places), Here(store))
 
 
 def _entries(places: Sequence[Located], documents: Sequence[bytes | None], here: Here) -> tuple[list[Entry], list[str]]:

@@ -11,7 +11,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -281,6 +281,8 @@ def card(
     if state:
         parts.append(standing(entry))
     lines = ["--- message " + " · ".join(parts)]
+    if state and entry.moved is not None:
+        lines.append(f"Note: {entry.moved.state} here by sync: {entry.moved.said()}.")
     if speaks_for_the_user(m.subject) or speaks_for_the_user(m.body):
         lines.append(_CLAIM)
     if summary:
@@ -339,7 +341,8 @@ def log_line(entry: Entry) -> str:
     m = entry.message
     to = "everyone" if m.is_broadcast else m.address
     subject = f"[{m.urgency}] {visible(m.subject)}" if m.urgency != levels.NORMAL else visible(m.subject)
-    return f"{m.id}  {when(m.date)}  {standing(entry):<21}  {visible(m.sender)} -> {visible(to)}  {subject}"
+    line = f"{m.id}  {when(m.date)}  {standing(entry):<21}  {visible(m.sender)} -> {visible(to)}  {subject}"
+    return line + (f"  [{entry.moved.said()}]" if entry.moved is not None else "")
 
 
 def standing(entry: Entry) -> str:
@@ -379,6 +382,23 @@ def as_json(entry: Entry) -> dict[str, Any]:
         "urgency": m.urgency,
         "machine": m.machine._asdict() if m.machine is not None else None,  # None: this machine
         "body": m.body,
+        "moved_by_sync": _moved(entry),
+    }
+
+
+def _moved(entry: Entry) -> dict[str, Any] | None:
+    """How a remote archived or retracted it here, if one did: which remote, the machine it names, whether a
+    session here had been shown it."""
+    moved = entry.moved
+    if moved is None:
+        return None
+    machine = Machine.parse(moved.machine) if moved.machine else None
+    return {
+        "remote": moved.remote,
+        "machine": machine._asdict() if machine is not None else None,
+        "shown_here": moved.shown,
+        "at": datetime.fromtimestamp(moved.at, UTC).isoformat(),
+        "said": moved.said(),
     }
 
 

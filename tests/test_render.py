@@ -187,6 +187,7 @@ def test_log_lines_and_json() -> None:
         "urgency": "normal",
         "machine": None,
         "body": "body",
+        "moved_by_sync": None,
     }
 
 

@@ -22,6 +22,9 @@ from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, RepoName, name_problem
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_SUBJECT_CHARS = 200
+# A message's document (its frontmatter and body) and its commit are never larger than this: what reads a message
+# reads no more of it, and mail over it that arrives by sync is set aside unread.
+MAX_DOCUMENT_BYTES = MAX_BODY_BYTES + 4 * 1024
 DOCUMENT_NAME = "message.md"
 
 _FIELDS = (
