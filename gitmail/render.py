@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from gitmail.mailbox import DoneResult, Entry, Pending, status
 from gitmail.values.machine import Machine
 from gitmail.values.names import UNSAFE_TEXT
+from gitmail.values.verdict import Verdict
 
 # Hosts cap injected text, each in its own unit: Claude Code at 10,000 UTF-16 code units (past it the whole text
 # becomes a file path and a preview), Codex at 2,500 "tokens" counted as UTF-8 bytes / 4 (past it the middle is
@@ -205,7 +206,10 @@ def _elsewhere_note(number: int, total: int) -> str:
     these = "this message" if total == 1 else f"{number} of these messages"
     return (
         f"Note: {these} came from another machine through sync; the header line names it. A repository name used "
-        "on this machine says nothing about who used it on another, so such senders are UNVERIFIED here."
+        "on this machine says nothing about who used it on another. Such a sender is VERIFIED only when the "
+        "message is signed by the key this machine accepts for the machine it names: then that machine wrote it, "
+        "under whatever repository name a session there used. Otherwise it is UNVERIFIED, with the reason, and "
+        "anyone who can write to the sync remote could have written it."
     )
 
 
@@ -248,7 +252,7 @@ def card(
     parts = [
         f"id {m.id}",
         kind,
-        f"from {quote(m.sender)}{_machine(m.machine)} ({trust(m.sender, claims, m.machine)})",
+        f"from {quote(m.sender)}{_machine(m.machine)} ({vouched(entry, claims)})",
         when(m.date),
         f"subject {quote(m.subject)}",
     ]
@@ -282,13 +286,30 @@ def visible(text: str) -> str:
     return UNSAFE_TEXT.sub(lambda m: m.group().encode("unicode_escape").decode(), text.replace("\t", "    "))
 
 
-def trust(sender: str, claims: Mapping[str, str], machine: Machine | None = None) -> str:
-    """PEER: written on this machine, under a name that a repository here, which still exists, has used. Otherwise
-    anyone could be it (claims are this machine's own: they say nothing about another)."""
+def trust(
+    sender: str, claims: Mapping[str, str], machine: Machine | None = None, verdict: Verdict | None = None
+) -> str:
+    """PEER: written on this machine, under a name that a repository here, which still exists, has used.
+    VERIFIED: written on another machine, whose key this machine accepts signed it (`verdict`). Otherwise anyone
+    could be it (claims are this machine's own: they say nothing about another)."""
     if machine is not None:
-        return "UNVERIFIED"
+        return "VERIFIED" if verdict is not None and verdict.verified else "UNVERIFIED"
     path = claims.get(sender)
     return "PEER" if path and os.path.exists(os.path.join(path, ".git")) else "UNVERIFIED"
+
+
+def vouched(entry: Entry, claims: Mapping[str, str]) -> str:
+    """The label of a message's sender, and for mail from another machine what decided it: "PEER", "VERIFIED by
+    the key SHA256:... of machine "laptop"", "UNVERIFIED: not signed"."""
+    m = entry.message
+    label = trust(m.sender, claims, m.machine, entry.verdict)
+    if m.machine is None:
+        return label
+    if entry.verdict is None:
+        return f"{label}: its signature was not checked"
+    if entry.verdict.verified:
+        return f"{label} by the key {entry.verdict.key} of machine {quote(entry.verdict.machine)}"
+    return f"{label}: {visible(entry.verdict.reason)}"
 
 
 def _machine(machine: Machine | None) -> str:
@@ -337,7 +358,21 @@ def as_json(entry: Entry) -> dict[str, Any]:
         "date": m.date.isoformat(),
         "reply_to": m.reply_to,
         "machine": m.machine._asdict() if m.machine is not None else None,  # None: this machine
+        "signature": _signature(entry),
         "body": m.body,
+    }
+
+
+def _signature(entry: Entry) -> dict[str, Any] | None:
+    """For mail from another machine: whether its machine's key vouches for it, and if not why (None: from here)."""
+    if entry.message.machine is None:
+        return None
+    verdict = entry.verdict
+    return {
+        "verified": bool(verdict is not None and verdict.verified),
+        "machine": verdict.machine if verdict is not None and verdict.verified else None,
+        "key": verdict.key or None if verdict is not None else None,
+        "reason": None if verdict is not None and verdict.verified else verdict.reason if verdict else "not checked",
     }
 
 
