@@ -217,7 +217,8 @@ def _make(store: Store, path: Path, machine: Machine) -> None:
                 os.replace(temporary, path)
         finally:
             temporary.unlink(missing_ok=True)
-        write_atomically(path.with_name(path.name + ".pub"), f"{sshsig.openssh(public)} {comment}\n".encode())
+        line = f"{sshsig.openssh(sshsig.ed25519_blob(public))} {comment}\n"
+        write_atomically(path.with_name(path.name + ".pub"), line.encode())
     except OSError as error:
         raise SigningKeyError(f"cannot make a signing key at {path}: {error.strerror or error}") from None
 
@@ -245,6 +246,15 @@ def _keygen_sign(path: Path, data: bytes, namespace: str) -> str:
         reason = said[-1] if said else f"it exited {done.returncode}"
         raise SigningKeyError(f"ssh-keygen could not sign with {path}: {reason}")
     return done.stdout.decode("ascii")
+
+
+class Survey(NamedTuple):
+    """The key this machine signs with and the keys it knows of other machines."""
+
+    machine: Machine  # this machine
+    own: Signer | None  # None: no key yet (made at the first write)
+    published: bool  # whether this machine's key is published (by its first signed write, or `keys init`)
+    others: list[Key]  # every key other machines published, and what this machine makes of each
 
 
 # -- publications ---------------------------------------------------------------------------------------------------
