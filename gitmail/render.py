@@ -18,7 +18,11 @@ from typing import Any, NamedTuple
 from gitmail.mailbox import DoneResult, Entry, Pending, status
 from gitmail.values.machine import Machine
 from gitmail.values.names import UNSAFE_TEXT
-from gitmail.values.verdict import Verdict
+from gitmail.values.verdict import NEW, PINNED, REVOKED, TRUSTED, Key, Verdict
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitmail.store.keys import Survey
 
 # Hosts cap injected text, each in its own unit: Claude Code at 10,000 UTF-16 code units (past it the whole text
 # becomes a file path and a preview), Codex at 2,500 "tokens" counted as UTF-8 bytes / 4 (past it the middle is
@@ -374,6 +378,46 @@ def _signature(entry: Entry) -> dict[str, Any] | None:
         "key": verdict.key or None if verdict is not None else None,
         "reason": None if verdict is not None and verdict.verified else verdict.reason if verdict else "not checked",
     }
+
+
+def key_lines(survey: Survey) -> list[str]:
+    """`gitmail keys`: a line per key, tab-separated: machine name, id, fingerprint, what this machine makes of it."""
+    lines = [own_key_line(survey)]
+    for key in sorted(survey.others, key=lambda k: (k.name, k.machine, k.at)):
+        lines.append(f"{key.name}\t{key.machine}\t{key.fingerprint}\t{_key_state(key)}")
+    return lines
+
+
+def own_key_line(survey: Survey) -> str:
+    here = survey.machine
+    if survey.own is None:
+        made = "made at the first write, or `gitmail keys init`"
+        return f"{here.name}\t{here.id or '-'}\t-\tthis machine: no key yet ({made})"
+    which = "gitmail's own key" if survey.own.own else f"your key {survey.own.path}"
+    published = "published" if survey.published else "not published yet (at the next write)"
+    return f"{here.name}\t{here.id}\t{survey.own.fingerprint}\tthis machine: {which}, {published}"
+
+
+def own_key(survey: Survey) -> str:
+    """What `keys init` and `keys use` say."""
+    if survey.own is None:
+        return "this machine has no signing key"
+    which = "gitmail's own key" if survey.own.own else str(survey.own.path)
+    return (
+        f"this machine ({survey.machine.name}, {survey.machine.id}) signs with {survey.own.kind} key "
+        f"{survey.own.fingerprint} ({which})" + (", published" if survey.published else "")
+    )
+
+
+def _key_state(key: Key) -> str:
+    since = key.at[:10]
+    return {
+        PINNED: f"pinned on first sight {since}",
+        TRUSTED: f"trusted {since}",
+        REVOKED: f"revoked {since}: its mail reads UNVERIFIED",
+        NEW: f"NEW KEY, not accepted: `gitmail keys trust {key.machine} {key.fingerprint}` if you expect it, else "
+        f"`gitmail keys revoke {key.machine}`",
+    }.get(key.state, key.state)
 
 
 def sent(entry: Entry) -> str:
