@@ -7,14 +7,15 @@ canonical form (nothing of ours to canonicalise). The signature is an armored SS
 signer's public key, the namespace ("git" for commits, or git reports it bad), the hash algorithm (sha512) and the
 signature over a blob of the same fields and the hash of the signed bytes (`signed_data`).
 
-Ed25519 is signed and checked in-process with PyNaCl (libsodium), imported only when a signature is made or
-checked; any other key type goes through `ssh-keygen -Y`.
+Ed25519 is signed and checked in-process with PyNaCl's libsodium, loaded only when a signature is made or checked;
+any other key type goes through `ssh-keygen -Y`.
 """
 
 from __future__ import annotations
 
 import binascii
-from typing import NamedTuple
+import importlib
+from typing import Any, NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -192,32 +193,71 @@ def write_private(seed: bytes, public: bytes, comment: str, check: int) -> bytes
 
 # -- Ed25519, in-process ------------------------------------------------------------------------------------------
 
+# PyNaCl's handle on its own libsodium (its cffi module, `nacl._sodium`), loaded at the first signature: it imports
+# in ~2 ms, where `nacl.bindings`, which wraps the same three calls, first imports every binding it has (~10 ms,
+# paid by every send). Where that module is not as expected (another PyNaCl), the public bindings do the same.
+_sodium: Any = None  # the module, once loaded; False: use nacl.bindings
+
+
+def _libsodium() -> Any:
+    global _sodium
+    if _sodium is None:
+        try:
+            module = importlib.import_module("nacl._sodium")
+            lib = module.lib
+            if not all(hasattr(lib, f) for f in ("crypto_sign", "crypto_sign_open", "crypto_sign_seed_keypair")):
+                raise ImportError("nacl._sodium lacks a function")
+            if lib.sodium_init() < 0:
+                raise ImportError("libsodium did not start")
+            _sodium = module
+        except (ImportError, AttributeError):
+            _sodium = False
+    return _sodium
+
 
 def ed25519_keypair(seed: bytes) -> bytes:
     """The public key of an Ed25519 seed."""
-    from nacl.bindings import crypto_sign_seed_keypair  # PyNaCl: only where a key is made
+    sodium = _libsodium()
+    if not sodium:
+        from nacl.bindings import crypto_sign_seed_keypair
 
-    public, _secret = crypto_sign_seed_keypair(seed)
-    return bytes(public)
+        return bytes(crypto_sign_seed_keypair(seed)[0])
+    public = sodium.ffi.new("unsigned char[]", 32)
+    secret = sodium.ffi.new("unsigned char[]", 64)
+    if len(seed) != 32 or sodium.lib.crypto_sign_seed_keypair(public, secret, seed) != 0:
+        raise ValueError("not an Ed25519 seed")
+    return bytes(sodium.ffi.buffer(public, 32))
 
 
 def ed25519_sign(seed: bytes, public: bytes, message: bytes) -> bytes:
-    from nacl.bindings import crypto_sign  # PyNaCl, imported only when something is signed
+    sodium = _libsodium()
+    if not sodium:
+        from nacl.bindings import crypto_sign
 
-    return bytes(crypto_sign(message, seed + public)[:64])  # the signature, then the message
+        return bytes(crypto_sign(message, seed + public)[:64])  # the signature, then the message
+    signed = sodium.ffi.new("unsigned char[]", len(message) + 64)
+    length = sodium.ffi.new("unsigned long long *")
+    if len(seed + public) != 64 or sodium.lib.crypto_sign(signed, length, message, len(message), seed + public) != 0:
+        raise ValueError("not an Ed25519 key")
+    return bytes(sodium.ffi.buffer(signed, 64))
 
 
 def ed25519_verify(public: bytes, message: bytes, signature: bytes) -> bool:
-    from nacl.bindings import crypto_sign_open
-    from nacl.exceptions import BadSignatureError
+    if len(signature) != 64 or len(public) != 32:
+        return False
+    sodium = _libsodium()
+    if not sodium:
+        from nacl.bindings import crypto_sign_open
+        from nacl.exceptions import BadSignatureError
 
-    if len(signature) != 64:
-        return False
-    try:
-        crypto_sign_open(signature + message, public)
-    except (BadSignatureError, ValueError):
-        return False
-    return True
+        try:
+            crypto_sign_open(signature + message, public)
+        except (BadSignatureError, ValueError):
+            return False
+        return True
+    opened = sodium.ffi.new("unsigned char[]", len(message) + 64)
+    length = sodium.ffi.new("unsigned long long *")
+    return bool(sodium.lib.crypto_sign_open(opened, length, signature + message, len(message) + 64, public) == 0)
 
 
 # -- SSHSIG -------------------------------------------------------------------------------------------------------
