@@ -252,7 +252,7 @@ def sync(box: Store, name: str | None = None, *, wait: float = 120.0) -> list[Ou
 def keys(box: Store) -> Survey:
     """This machine's key and the keys of other machines, taking in any published since last time."""
     from gitmail.store import keys as signing
-    from gitmail.store import machines
+    from gitmail.store import machines, pins
 
     if not box.exists():
         raise UsageError("there is no mailbox yet (the first message sent creates it, or `gitmail keys init`)")
@@ -262,7 +262,7 @@ def keys(box: Store) -> Survey:
     here = machines.current(box) if box.writable() else _machine_read_only(box)
     own = signing.signer(box, create=False)
     published = own is not None and signing.published_mark(box) == signing.mark(own, here)
-    return signing.Survey(here, own, published, signing.known(box).all)
+    return signing.Survey(here, own, published, pins.known(box).all)
 
 
 def _machine_read_only(box: Store) -> Machine:

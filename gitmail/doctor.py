@@ -238,6 +238,7 @@ def _keys(store: Store) -> list[Finding]:
     trusts it or revokes the machine (its mail reads UNVERIFIED meanwhile)."""
     from gitmail.store import keys
     from gitmail.store import machines as machine
+    from gitmail.store import pins as known_keys
 
     findings = []
     try:
@@ -261,7 +262,7 @@ def _keys(store: Store) -> list[Finding]:
                         "the next write publishes it; `gitmail keys init` does it now",
                     )
                 )
-    pins = store.own_dir / keys.FOLDER / keys.PINS
+    pins = store.own_dir / keys.FOLDER / known_keys.FILE
     try:
         json.loads(pins.read_text(encoding="utf-8")) if pins.exists() else None
     except (OSError, ValueError) as error:
@@ -273,7 +274,7 @@ def _keys(store: Store) -> list[Finding]:
                 f"restore it from a backup, or remove it to pin the keys published now ({shlex.quote(str(pins))})",
             )
         )
-    known = keys.known(store).all
+    known = known_keys.known(store).all
     for key in known:
         if key.state == NEW_KEY:
             findings.append(

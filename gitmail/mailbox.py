@@ -605,9 +605,9 @@ def _entries(places: Sequence[Located], documents: Sequence[bytes | None], here:
 def vouched(store: Store, found: Sequence[tuple[Located, Message]]) -> list[Verdict]:
     """Whether the machine each of these messages names vouches for it, as found at its place (each commit's
     signature is checked once; its result is kept)."""
-    from gitmail.store import keys  # only where mail came from another machine
+    from gitmail.store import signatures  # only where mail came from another machine
 
-    return keys.verdicts(store, found)
+    return signatures.verdicts(store, found)
 
 
 def _oldest_first(entries: list[Entry]) -> list[Entry]:

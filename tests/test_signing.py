@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gitmail import actions, mailbox, render
-from gitmail.store import keys, signatures
+from gitmail.store import keys, pins, signatures
 from gitmail.store import machines as machine
 from gitmail.store.claims import load_claims
 from gitmail.store.objects import BLOB, Entry, Objects, ident
@@ -284,7 +284,7 @@ def test_every_other_message_is_unverified_with_the_reason(
 def test_a_revoked_machine_and_a_changed_key(pair: tuple[Store, Store], tmp_path: Path, cli: CliRunner) -> None:
     a, b = pair
     old = own_key(a)
-    assert [(k.name, k.state) for k in keys.known(b).all] == [("laptop", PINNED)]
+    assert [(k.name, k.state) for k in pins.known(b).all] == [("laptop", PINNED)]
     # revoked: every key of the machine, until one is trusted again
     revoked = actions.revoke_key(b, "laptop")
     assert [(k.fingerprint, k.state) for k in revoked] == [(old.fingerprint, REVOKED)]
@@ -297,7 +297,7 @@ def test_a_revoked_machine_and_a_changed_key(pair: tuple[Store, Store], tmp_path
     new = own_key(a)
     mailbox.send(a, sender="api", to="web", subject="with the new key", when=at(9))
     sync_now(a), sync_now(b)
-    states = {k.fingerprint: k.state for k in keys.known(b).all}
+    states = {k.fingerprint: k.state for k in pins.known(b).all}
     assert states == {old.fingerprint: TRUSTED, new.fingerprint: NEW}
     by_subject = {e.message.subject: e for e in mailbox.pending(b, repo="web").directed}
     assert label(by_subject["first"]).startswith("VERIFIED")  # the old key still vouches for its mail

@@ -11,14 +11,13 @@
   its key and a time, signed with that very key (namespace "gitmail-key"), so it proves possession of the key.
 - **Pins**: this machine accepts a machine's key the first time it sees it published (pinned on first sight); a
   later, different key for a machine it already knows is recorded as new and not accepted until the user trusts it
-  (`trust`); `revoke` stops accepting a machine's keys. What is known and decided lives in gitmail/keys/pins.json,
-  machine-local, changed under the mailbox lock. Every change bumps the claims stamp: trust labels may read
+  (`trust`); `revoke` stops accepting a machine's keys. What is known and decided lives in gitmail/keys/pins.json
+  (pins.py), machine-local, changed under the mailbox lock. Every change bumps the claims stamp: trust labels may read
   differently now, so no session start is answered from a kept answer made before.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -27,15 +26,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitmail.errors import MailboxError, UsageError
-from gitmail.store import machines, signatures, stamps
+from gitmail.store import machines, pins, signatures
 from gitmail.store.files import read_text, write_atomically
 from gitmail.store.repository import Store
 from gitmail.values import sshsig
 from gitmail.values.ids import ID_PATTERN
-from gitmail.values.layout import Located
 from gitmail.values.machine import NAME_PATTERN, Machine
-from gitmail.values.message import Message
-from gitmail.values.verdict import ACCEPTED, GOOD, NEW, PINNED, REVOKED, TRUSTED, Key, Keys, Verdict, judge
+from gitmail.values.verdict import ACCEPTED, GOOD, NEW, PINNED, REVOKED, TRUSTED, Key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,8 +44,7 @@ else:
         from hashlib import sha1 as _sha1
 
 SETTING = "signingKey"  # gitmail.signingKey: the user's own SSH key to sign with instead of gitmail's
-FOLDER = "keys"
-PINS = "pins.json"
+FOLDER = pins.FOLDER
 PUBLISHED = "published"  # "<fingerprint> <machine name> <machine id>" of the publication last written
 KEYS_NOTES = "refs/notes/gitmail-keys"
 
@@ -338,34 +334,11 @@ def remember_published(store: Store, key: Signer, machine: Machine) -> None:
 # -- what this machine accepts --------------------------------------------------------------------------------------
 
 
-def known(store: Store) -> Keys:
-    """The keys of other machines this machine knows, and what it makes of each."""
-    return Keys(_load(store)[1])
-
-
-def _load(store: Store) -> tuple[str | None, list[Key]]:
-    text = read_text(store.own_dir / FOLDER / PINS)
-    try:
-        data = json.loads(text) if text else {}
-        learned = data.get("learned")
-        keys = [Key(**{f: str(k[f]) for f in Key._fields}) for k in data.get("keys", [])]
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None, []  # a damaged file: every key is learned again (first sight), and doctor says so
-    return (learned if isinstance(learned, str) else None), keys
-
-
-def _save(store: Store, learned: str | None, keys: Sequence[Key]) -> None:
-    data = {"learned": learned, "keys": [k._asdict() for k in keys]}
-    (store.own_dir / FOLDER).mkdir(mode=0o700, exist_ok=True)
-    write_atomically(store.own_dir / FOLDER / PINS, (json.dumps(data, indent=1) + "\n").encode())
-    stamps.bump_claims(store.path, f"{time.time_ns():x}")  # trust labels may read differently now
-
-
 def learn(store: Store) -> list[Key]:
     """Take in the keys published since last time (the caller holds the mailbox lock): a machine seen for the
     first time with one key has it pinned; any other key is recorded as new, not accepted. The keys added."""
     tip = store.targets([KEYS_NOTES]).get(KEYS_NOTES)
-    learned, keys = _load(store)
+    learned, keys = pins.load(store)
     if tip is None or tip == learned:
         return []
     own = machines.local_id(store)
@@ -383,7 +356,7 @@ def learn(store: Store) -> list[Key]:
         state = PINNED if not had and len(fresh) == 1 else NEW
         for print_, published in fresh.items():
             added.append(Key(machine, latest.name, print_, sshsig.openssh(published.public), state, now))
-    _save(store, tip, [*keys, *added])
+    pins.save(store, tip, [*keys, *added])
     return added
 
 
@@ -392,14 +365,14 @@ def trust(store: Store, machine: str, fingerprint: str) -> Key:
     wanted = fingerprint if fingerprint.startswith("SHA256:") else f"SHA256:{fingerprint}"
     with store.locked():
         learn(store)
-        learned, keys = _load(store)
+        learned, keys = pins.load(store)
         machine_id = _machine(keys, machine)
         matching = [k for k in keys if k.machine == machine_id and k.fingerprint == wanted]
         if not matching:
             theirs = ", ".join(k.fingerprint for k in keys if k.machine == machine_id)
             raise UsageError(f"machine {machine} has published no key {wanted} (its keys: {theirs})")
         chosen = matching[0]._replace(state=TRUSTED, at=_now())
-        _save(store, learned, [chosen if k == matching[0] else k for k in keys])
+        pins.save(store, learned, [chosen if k == matching[0] else k for k in keys])
     return chosen
 
 
@@ -408,12 +381,12 @@ def revoke(store: Store, machine: str) -> list[Key]:
     trusted again. The keys revoked."""
     with store.locked():
         learn(store)
-        learned, keys = _load(store)
+        learned, keys = pins.load(store)
         machine_id = _machine(keys, machine)
         now = _now()
         changed = [k._replace(state=REVOKED, at=now) for k in keys if k.machine == machine_id and k.state != REVOKED]
         kept = [k for k in keys if k.machine != machine_id or k.state == REVOKED]
-        _save(store, learned, [*kept, *changed])
+        pins.save(store, learned, [*kept, *changed])
     return changed
 
 
@@ -444,21 +417,9 @@ def allowed_signers(store: Store) -> str:
     if own is not None:
         here = machines.current(store)
         lines.append(f'{here.name}@{here.id} namespaces="git" {own.openssh}')
-    for key in known(store).all:
+    for key in pins.known(store).all:
         if key.state in ACCEPTED:
             lines.append(f'{key.name}@{key.machine} namespaces="git" {key.public}')
         else:
             lines.append(f"# {key.state}, not accepted: {key.name}@{key.machine} {key.public}")
     return "\n".join(lines) + "\n"
-
-
-def verdicts(store: Store, found: Sequence[tuple[Located, Message]]) -> list[Verdict]:
-    """The verdict on each of these messages from other machines, as found at these places."""
-    if not found:
-        return []
-    keys = known(store)
-    facts = signatures.facts(store, [place.oid for place, _ in found])
-    return [
-        judge(facts.get(place.oid), found_id=place.id, found_to=place.recipient, message=message, keys=keys)
-        for place, message in found
-    ]

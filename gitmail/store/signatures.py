@@ -16,15 +16,32 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from gitmail.store import pins
 from gitmail.store.repository import Store
-from gitmail.values import sshsig
-from gitmail.values.verdict import BAD, GOOD, UNSIGNED, Fact
+from gitmail.values.layout import Located
+from gitmail.values.message import Message
+from gitmail.values.verdict import BAD, GOOD, UNSIGNED, Fact, Verdict, judge
 
 FOLDER = "signatures"
 
 
+def verdicts(store: Store, found: Sequence[tuple[Located, Message]]) -> list[Verdict]:
+    """The verdict on each of these messages from other machines, as found at these places: from the fact kept for
+    its commit (checked now, and kept, where none is) and the keys accepted for the machine it names."""
+    if not found:
+        return []
+    keys = pins.known(store)
+    known = facts(store, [place.oid for place, _ in found])
+    return [
+        judge(known.get(place.oid), found_id=place.id, found_to=place.recipient, message=message, keys=keys)
+        for place, message in found
+    ]
+
+
 def check(data: bytes, armored: str, namespace: str) -> Fact:
     """Whether `armored` is a good signature of `data` in `namespace` by the key it names."""
+    from gitmail.values import sshsig  # only where a signature is checked, not where a kept fact is read
+
     try:
         parsed = sshsig.parse(armored)
     except sshsig.SignatureError as error:
@@ -41,6 +58,8 @@ def check(data: bytes, armored: str, namespace: str) -> Fact:
 
 def check_commit(raw: bytes) -> Fact:
     """What the signature on a commit (its object's content) shows: namespace "git", as git checks it."""
+    from gitmail.values import sshsig
+
     payload, armored = sshsig.split_commit(raw)
     if armored is None:
         return Fact(UNSIGNED)
@@ -51,6 +70,8 @@ def _keygen_verify(data: bytes, armored: str, public: bytes, namespace: str) -> 
     """`ssh-keygen -Y verify` against the key the signature names (RSA, ECDSA, ...); SignatureError when bad."""
     import subprocess
     import tempfile
+
+    from gitmail.values import sshsig
 
     with tempfile.TemporaryDirectory(prefix="gitmail-verify-") as scratch:
         allowed, signature = Path(scratch, "allowed_signers"), Path(scratch, "signature")
