@@ -573,3 +573,63 @@ def test_mail_forged_on_the_remote_is_unverified_everywhere_and_in_the_session_f
             for entry in mailbox.pending(store, repo="web").directed:
                 shown = render.as_json(entry)["signature"]
                 assert entry.message.subject == "genuine" or (shown is not None and shown["verified"] is False)
+
+
+def test_the_view_labels_a_message_as_show_does(pair: tuple[Store, Store]) -> None:
+    from gitmail.web import read
+
+    a, b = pair
+    entry = only(b)
+    item, _ = read.message(read.load(b), entry.message.id)
+    assert item.sender == f'VERIFIED by the key {own_key(a).fingerprint} of machine "laptop"'
+    mine, _ = read.message(read.load(a), entry.message.id)
+    assert mine.sender == "UNVERIFIED" and mine.entry.verdict is None  # written there: today's rules
+
+
+@pytest.fixture
+def no_pynacl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as an interpreter without PyNaCl sees it (a host plugin's bare Python)."""
+    monkeypatch.setattr(sshsig, "_sodium", False)
+    monkeypatch.setitem(sys.modules, "nacl.bindings", None)  # importing it raises ImportError
+
+
+def test_without_pynacl_ssh_keygen_makes_signs_and_checks_the_same(
+    pair: tuple[Store, Store], tmp_path: Path, no_pynacl: None
+) -> None:
+    a, b = pair
+    assert not sshsig.available()
+    key = own_key(a)
+    data = b"the same bytes"
+    assert (
+        key.sign(data)
+        == subprocess.run(
+            ["ssh-keygen", "-q", "-Y", "sign", "-n", "git", "-f", str(key.path)], input=data, capture_output=True
+        ).stdout.decode()
+    )
+    sent = mailbox.send(a, sender="api", to="web", subject="signed by ssh-keygen", when=at(3))
+    fresh = make_machine(tmp_path, "fresh")
+    mailbox.send(fresh, sender="api", to="web", subject="a key made by ssh-keygen")
+    assert own_key(fresh).kind == "ssh-ed25519"
+    sync_now(a), sync_now(b)
+    entry = next(e for e in mailbox.pending(b, repo="web").directed if e.oid == sent.oid)
+    assert label(entry) == f'VERIFIED by the key {key.fingerprint} of machine "laptop"'  # checked by ssh-keygen
+
+
+def test_where_nothing_can_sign_commits_are_written_unsigned_and_hooks_go_on(
+    pair: tuple[Store, Store], no_pynacl: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    a, b = pair
+    git_only = tmp_path / "git-only"
+    git_only.mkdir()
+    (git_only / "git").symlink_to(subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
+                                  .stdout.strip())  # fmt: skip
+    monkeypatch.setenv("PATH", str(git_only))
+    sent = mailbox.send(a, sender="api", to="web", subject="unsigned", when=at(4))
+    assert sshsig.split_commit(git(a.path, "cat-file", "commit", sent.oid).encode())[1] is None
+    assert "wrote commits unsigned: signing with" in (a.path.parent / "gitmail.log").read_text()
+    entry = only(b)  # laptop's first message, never checked on server: its fact is dropped to check it again
+    for kept in (b.own_dir / signatures.FOLDER).iterdir():
+        kept.unlink()
+    assert label(only(b)) == "UNVERIFIED: its signature could not be checked here (it needs ssh-keygen, which is " \
+        "not on PATH)"  # fmt: skip
+    assert signatures.kept(b, [entry.oid]) == {}  # not kept: checked again where it can be

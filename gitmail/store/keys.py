@@ -53,6 +53,11 @@ class SigningKeyError(MailboxError):
     """The key gitmail is to sign with cannot be used: missing, readable by others, damaged, or refused."""
 
 
+class NoSigner(SigningKeyError):
+    """Nothing in this process can sign or make a key: no PyNaCl and no ssh-keygen (a bare interpreter, as a host
+    plugin runs gitmail before it has set up its own environment)."""
+
+
 # -- this machine's key ---------------------------------------------------------------------------------------------
 
 
@@ -75,7 +80,10 @@ class Signer:
         """The armored SSH signature of `data`."""
         point = sshsig.ed25519_public(self.public)
         if self.seed is not None and point is not None:
-            return sshsig.ed25519_signature(self.seed, point, data, namespace)
+            try:
+                return sshsig.ed25519_signature(self.seed, point, data, namespace)
+            except sshsig.Unavailable:
+                pass  # no PyNaCl here: ssh-keygen signs with the same file
         return _keygen_sign(self.path, data, namespace)
 
 
@@ -191,13 +199,18 @@ def _keygen_public(path: Path) -> str:
 
 def _make(store: Store, path: Path, machine: Machine) -> None:
     """gitmail's own key for this machine, made once (racing makers agree on one: the first link wins)."""
-    seed = os.urandom(32)
-    public = sshsig.ed25519_keypair(seed)
     comment = f"gitmail@{machine.name}"
-    text = sshsig.write_private(seed, public, comment, int.from_bytes(os.urandom(4), "big"))
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
     try:
         path.parent.mkdir(mode=0o700, exist_ok=True)
+        seed = os.urandom(32)
+        try:
+            text = sshsig.write_private(
+                seed, sshsig.ed25519_keypair(seed), comment, int.from_bytes(os.urandom(4), "big")
+            )
+        except sshsig.Unavailable:  # no PyNaCl here: ssh-keygen makes it
+            text = _keygen_make(path.parent, comment)
+        public = sshsig.read_private(text).public
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, text)
@@ -213,10 +226,33 @@ def _make(store: Store, path: Path, machine: Machine) -> None:
                 os.replace(temporary, path)
         finally:
             temporary.unlink(missing_ok=True)
-        line = f"{sshsig.openssh(sshsig.ed25519_blob(public))} {comment}\n"
+        line = f"{sshsig.openssh(public)} {comment}\n"
         write_atomically(path.with_name(path.name + ".pub"), line.encode())
     except OSError as error:
         raise SigningKeyError(f"cannot make a signing key at {path}: {error.strerror or error}") from None
+
+
+def _keygen_make(folder: Path, comment: str) -> bytes:
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix=".new-", dir=folder) as scratch:
+        made = Path(scratch, "key")
+        try:
+            done = subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(made)],
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                timeout=60,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise NoSigner("no key can be made here: that needs PyNaCl or ssh-keygen, and neither is here") from None
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise SigningKeyError(f"ssh-keygen could not make a key: {error}") from None
+        if done.returncode != 0:
+            raise SigningKeyError(f"ssh-keygen could not make a key: {done.stderr.decode(errors='replace').strip()}")
+        return made.read_bytes()
 
 
 def _keygen_sign(path: Path, data: bytes, namespace: str) -> str:
@@ -234,7 +270,9 @@ def _keygen_sign(path: Path, data: bytes, namespace: str) -> str:
             env={**os.environ, "SSH_ASKPASS_REQUIRE": "never"},
         )
     except FileNotFoundError:
-        raise SigningKeyError(f"signing with {path} needs ssh-keygen, which is not on PATH") from None
+        raise NoSigner(
+            f"signing with {path} needs ssh-keygen (or PyNaCl, for an Ed25519 key): neither is here"
+        ) from None
     except (OSError, subprocess.TimeoutExpired) as error:
         raise SigningKeyError(f"ssh-keygen could not sign with {path}: {error}") from None
     if done.returncode != 0 or not done.stdout.startswith(sshsig.BEGIN.encode()):

@@ -59,7 +59,7 @@ class Objects:
         self.store, self.path = store, store.path
         self._folders: set[str] = set()  # object folders written to: each synced once, when the write is done
         self._reader: gitcmd.BatchReader | None = None  # one git cat-file for every read of this write
-        self.sign: Callable[[bytes], str] | None = None  # signs every commit written (the writer's key)
+        self.sign: Callable[[bytes], str | None] | None = None  # signs every commit written (the writer's key)
 
     def close(self) -> None:
         if self._reader is not None:
@@ -134,8 +134,9 @@ class Objects:
         stamp = ident(who, when or datetime.now(UTC))
         lines = [f"tree {tree}", *(f"parent {p}" for p in parents), f"author {stamp}", f"committer {stamp}"]
         content = ("\n".join(lines) + "\n\n" + text).encode()
-        if self.sign is not None:  # a gpgsig header, as `git commit -S` with an SSH key writes it
-            content = sshsig.add_signature(content, self.sign(content))
+        signature = self.sign(content) if self.sign is not None else None
+        if signature is not None:  # a gpgsig header, as `git commit -S` with an SSH key writes it
+            content = sshsig.add_signature(content, signature)
         return self.write("commit", content)
 
     def commit(self, message: Message, parents: Sequence[str] = ()) -> str:

@@ -20,7 +20,7 @@ from gitmail.store import pins
 from gitmail.store.repository import Store
 from gitmail.values.layout import Located
 from gitmail.values.message import Message
-from gitmail.values.verdict import BAD, GOOD, UNSIGNED, Fact, Verdict, judge
+from gitmail.values.verdict import BAD, GOOD, UNCHECKED, UNSIGNED, Fact, Verdict, judge
 
 FOLDER = "signatures"
 
@@ -48,12 +48,22 @@ def check(data: bytes, armored: str, namespace: str) -> Fact:
         return Fact(BAD, "", str(error))
     key = sshsig.fingerprint(parsed.public)
     try:
-        sshsig.check(data, armored, namespace)
-        if sshsig.needs_keygen(parsed):
+        try:
+            sshsig.check(data, armored, namespace)
+            keygen = sshsig.needs_keygen(parsed)
+        except sshsig.Unavailable:  # no PyNaCl here: ssh-keygen checks Ed25519 too
+            keygen = True
+        if keygen:
             _keygen_verify(data, armored, parsed.public, namespace)
     except sshsig.SignatureError as error:
         return Fact(BAD, key, str(error))
+    except _Unchecked as error:
+        return Fact(UNCHECKED, key, str(error))
     return Fact(GOOD, key)
+
+
+class _Unchecked(Exception):
+    """Nothing here can check this signature (no ssh-keygen, or it did not answer): no fact to keep."""
 
 
 def check_commit(raw: bytes) -> Fact:
@@ -86,8 +96,10 @@ def _keygen_verify(data: bytes, armored: str, public: bytes, namespace: str) -> 
                 timeout=30,
                 start_new_session=True,
             )
+        except FileNotFoundError:
+            raise _Unchecked("it needs ssh-keygen, which is not on PATH") from None
         except (OSError, subprocess.TimeoutExpired) as error:
-            raise sshsig.SignatureError(f"ssh-keygen could not check it: {error}") from None
+            raise _Unchecked(f"ssh-keygen could not check it: {error}") from None
     if done.returncode != 0:
         said = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()
         raise sshsig.SignatureError(f"ssh-keygen: {said[-1] if said else 'bad signature'}")
@@ -139,6 +151,8 @@ def keep(store: Store, new: dict[str, Fact]) -> None:
     """Keep these facts (never fails: a fact not kept is checked again)."""
     by_file: dict[str, list[str]] = {}
     for oid, fact in new.items():
+        if fact.kind == UNCHECKED:
+            continue  # checked again where it can be
         line = fact.line().replace("\n", " ")
         by_file.setdefault(oid[:2], []).append(f"{oid} {line}\n")
     folder = store.own_dir / FOLDER

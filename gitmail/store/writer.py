@@ -54,19 +54,37 @@ class Writer:
         self._told: set[tuple[str, str | None]] = set()  # notes refs whose damage was logged, with what replaced it
         self._authors: dict[str, tuple[str, int]] = {}  # commits written here: their author address and time
         self._key: keys.Signer | None = None  # the key every commit is signed with, loaded (or made) at the first
+        self._looked = False  # whether the key was looked for
         self._published = False  # whether this machine's key is known to be published (see `_publication`)
         objects.sign = self._sign
 
-    def signing_key(self) -> keys.Signer:
+    def signing_key(self) -> keys.Signer | None:
         """The key this write signs with, loaded (or made, on first use) before anything is written: a key that
-        cannot be used stops the write before any object of it exists."""
-        if self._key is None:
-            self._key = keys.signer(self.store, create=True)
-            assert self._key is not None
+        cannot be used stops the write before any object of it exists. None only where nothing can sign at all
+        (no PyNaCl and no ssh-keygen: a bare interpreter, as a host plugin runs gitmail before it has set up its
+        environment): then commits are written unsigned, and the log says so."""
+        if not self._looked:
+            self._looked = True
+            try:
+                self._key = keys.signer(self.store, create=True)
+            except keys.NoSigner as error:
+                self._unsigned(error)
         return self._key
 
-    def _sign(self, content: bytes) -> str:
-        return self.signing_key().sign(content)
+    def _sign(self, content: bytes) -> str | None:
+        key = self.signing_key()
+        if key is None:
+            return None
+        try:
+            return key.sign(content)
+        except keys.NoSigner as error:
+            self._unsigned(error)
+            return None
+
+    def _unsigned(self, error: keys.NoSigner) -> None:
+        if ("unsigned", None) not in self._told:
+            self._told.add(("unsigned", None))
+            problem(self.store.path, f"wrote commits unsigned: {error}")
 
     def target(self, ref: str) -> str | None:
         return self.objects.target(ref)
@@ -98,8 +116,8 @@ class Writer:
             )
         finally:
             journal.clear()  # done, or refused whole before anything moved
-        if publication:
-            keys.remember_published(self.store, self.signing_key(), machines.current(self.store))
+        if publication and self._key is not None:
+            keys.remember_published(self.store, self._key, machines.current(self.store))
         self._wrote = True
         stamps.bump(self.store.path, *transaction.touched(changes, self.actor))
         if arrivals and history.complete(self.store.path):

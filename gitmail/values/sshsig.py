@@ -53,6 +53,10 @@ class KeyFormatError(Exception):
     """A key file that is not what it says it is."""
 
 
+class Unavailable(Exception):
+    """Ed25519 cannot be done in this process: PyNaCl is not installed (ssh-keygen may still do it)."""
+
+
 # -- the SSH wire format ------------------------------------------------------------------------------------------
 
 
@@ -215,13 +219,27 @@ def _libsodium() -> Any:
     return _sodium
 
 
+def _bindings() -> Any:
+    """PyNaCl's public bindings; Unavailable when PyNaCl is not installed (a bare interpreter)."""
+    try:
+        return importlib.import_module("nacl.bindings")
+    except ImportError:
+        raise Unavailable("PyNaCl is not installed") from None
+
+
+def available() -> bool:
+    """Whether Ed25519 can be signed and checked in this process."""
+    try:
+        return bool(_libsodium()) or bool(_bindings())
+    except Unavailable:
+        return False
+
+
 def ed25519_keypair(seed: bytes) -> bytes:
     """The public key of an Ed25519 seed."""
     sodium = _libsodium()
     if not sodium:
-        from nacl.bindings import crypto_sign_seed_keypair
-
-        return bytes(crypto_sign_seed_keypair(seed)[0])
+        return bytes(_bindings().crypto_sign_seed_keypair(seed)[0])
     public = sodium.ffi.new("unsigned char[]", 32)
     secret = sodium.ffi.new("unsigned char[]", 64)
     if len(seed) != 32 or sodium.lib.crypto_sign_seed_keypair(public, secret, seed) != 0:
@@ -232,9 +250,7 @@ def ed25519_keypair(seed: bytes) -> bytes:
 def ed25519_sign(seed: bytes, public: bytes, message: bytes) -> bytes:
     sodium = _libsodium()
     if not sodium:
-        from nacl.bindings import crypto_sign
-
-        return bytes(crypto_sign(message, seed + public)[:64])  # the signature, then the message
+        return bytes(_bindings().crypto_sign(message, seed + public)[:64])  # the signature, then the message
     signed = sodium.ffi.new("unsigned char[]", len(message) + 64)
     length = sodium.ffi.new("unsigned long long *")
     if len(seed + public) != 64 or sodium.lib.crypto_sign(signed, length, message, len(message), seed + public) != 0:
@@ -247,11 +263,11 @@ def ed25519_verify(public: bytes, message: bytes, signature: bytes) -> bool:
         return False
     sodium = _libsodium()
     if not sodium:
-        from nacl.bindings import crypto_sign_open
+        bindings = _bindings()
         from nacl.exceptions import BadSignatureError
 
         try:
-            crypto_sign_open(signature + message, public)
+            bindings.crypto_sign_open(signature + message, public)
         except (BadSignatureError, ValueError):
             return False
         return True
@@ -314,7 +330,8 @@ def parse(armored: str) -> Parsed:
 
 def check(message: bytes, armored: str, namespace: str) -> Parsed:
     """The parsed signature when it is a good one of `message` in `namespace` by the key it names, checked
-    in-process (Ed25519); SignatureError when it is not. Any other key type is left to ssh-keygen: `needs_keygen`."""
+    in-process (Ed25519); SignatureError when it is not. Any other key type is left to ssh-keygen (`needs_keygen`),
+    and so is Ed25519 where PyNaCl is missing (Unavailable)."""
     signature = parse(armored)
     if signature.namespace != namespace:
         raise SignatureError(f"signed for {signature.namespace!r}, not {namespace!r}")

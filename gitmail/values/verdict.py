@@ -23,12 +23,13 @@ from gitmail.values.names import nfc
 GOOD = "good"  # a good signature in namespace "git", by the key it names
 UNSIGNED = "unsigned"
 BAD = "bad"  # a signature that is damaged, for another namespace, or does not match
+UNCHECKED = "unchecked"  # nothing in this process could check it (never kept: checked again where it can be)
 
 
 class Fact(NamedTuple):
     """What a commit's signature showed, whoever made it."""
 
-    kind: str  # GOOD, UNSIGNED or BAD
+    kind: str  # GOOD, UNSIGNED, BAD or UNCHECKED
     key: str = ""  # GOOD and BAD: the fingerprint of the key the signature names ("" when it names none)
     reason: str = ""  # BAD: what is wrong
 
@@ -114,6 +115,8 @@ def judge(fact: Fact | None, *, found_id: str, found_to: str | None, message: Me
         return Verdict(False, "not signed")
     if fact.kind == BAD:
         return Verdict(False, f"a bad signature ({fact.reason})", key=fact.key)
+    if fact.kind == UNCHECKED:
+        return Verdict(False, f"its signature could not be checked here ({fact.reason})", key=fact.key)
     where = BROADCAST if found_to is None else nfc(found_to)
     if message.id != found_id or nfc(message.to) != where:
         return Verdict(

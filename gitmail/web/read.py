@@ -640,7 +640,7 @@ def _labelled(snap: Snapshot, node: Node, item: Item) -> Item:
     from gitmail import render
 
     message = item.entry.message
-    if node.oid not in snap.nodes or not snap.exists:
+    if not snap.exists:
         return item
     machine = Here(snap.store).machine_of(message.id, message.machine)
     entry = item.entry._replace(message=message._replace(machine=machine))
