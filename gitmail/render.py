@@ -16,7 +16,9 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from gitmail.mailbox import DoneResult, Entry, Pending, status
+from gitmail.values import receipts
 from gitmail.values.machine import Machine
+from gitmail.values.message import Message
 from gitmail.values.names import UNSAFE_TEXT
 
 # Hosts cap injected text, each in its own unit: Claude Code at 10,000 UTF-16 code units (past it the whole text
@@ -265,10 +267,42 @@ def card(
         )
     else:
         lines += quote_body(m.body)
+    lines += attachment_lines(entry, voice)
     lines.append(f'Reply: {voice.command} send --reply-to {m.id} --message "..."')
     if not m.is_broadcast:
         lines.append(f"Done:  {voice.command} done {m.id}")
     return "\n".join(lines)
+
+
+def attachment_lines(entry: Entry, voice: Voice = PLAIN) -> list[str]:
+    """One line per attachment: its name (quoted), size and type (what the sender's gitmail recorded; a type is
+    read only when it is a plain MIME token), and the command that writes it out; for a patch, the command that
+    applies it. Never any of its content."""
+    m = entry.message
+    if not m.attachments:
+        return []
+    from gitmail.values.attachments import COMMITS, size_text
+
+    lines = []
+    for item in m.attachments:
+        kind = f"patch of {'commits' if item.patch == COMMITS else 'uncommitted changes'}" if item.patch else item.type
+        save = f"{voice.command} attachment {m.id} {_shell_word(item.name)}"
+        lines.append(f"Attachment: {quote(item.name)} · {size_text(item.size)} · {kind} · save: {save}")
+        if item.patch:
+            which = f" {_shell_word(item.name)}" if _patches(m) > 1 else ""
+            lines.append(f"Apply: {voice.command} apply {m.id}{which}")
+    return lines
+
+
+def _patches(message: Message) -> int:
+    return sum(1 for item in message.attachments if item.patch)
+
+
+def _shell_word(text: str) -> str:
+    """A name as one shell word (names are safe: no control characters, no leading '-')."""
+    import shlex
+
+    return shlex.quote(text)
 
 
 def quote_body(body: str) -> list[str]:
@@ -312,10 +346,24 @@ def standing(entry: Entry) -> str:
     """pending · delivered 11-29 09:31 · delivered to 3 · done 11-29 10:02 · replied 5tgh0a1b2c · retracted"""
     now = status(entry)
     if now.name == "replied":
-        return f"replied {now.reply}"
-    if now.name == "delivered" and entry.message.is_broadcast:
-        return f"delivered to {len(now.reached)}"
-    return f"{now.name} {now.at.strftime('%m-%d %H:%M')}" if now.at else now.name
+        said = f"replied {now.reply}"
+    elif now.name == "delivered" and entry.message.is_broadcast:
+        said = f"delivered to {len(now.reached)}"
+    else:
+        said = f"{now.name} {now.at.strftime('%m-%d %H:%M')}" if now.at else now.name
+    return said + _applied(entry)
+
+
+def _applied(entry: Entry) -> str:
+    """· applied 11-29 10:02 · apply failed 11-29 10:02 (by "x" when it was not the recipient): the latest
+    `gitmail apply` of its patch."""
+    tries = receipts.applying(entry.records)
+    if not tries:
+        return ""
+    last = tries[-1]
+    who = "" if last.repo == entry.message.to else f" by {quote(last.repo)}"
+    said = "applied" if last.event == receipts.APPLIED else "apply failed"
+    return f" · {said}{who} {last.at.strftime('%m-%d %H:%M')}"
 
 
 def as_json(entry: Entry) -> dict[str, Any]:
@@ -337,6 +385,11 @@ def as_json(entry: Entry) -> dict[str, Any]:
         "date": m.date.isoformat(),
         "reply_to": m.reply_to,
         "machine": m.machine._asdict() if m.machine is not None else None,  # None: this machine
+        "attachments": [item.field() for item in m.attachments],
+        "applied": [
+            {"repo": r.repo, "at": r.at.isoformat(), "applied": r.event == receipts.APPLIED}
+            for r in receipts.applying(entry.records)
+        ],
         "body": m.body,
     }
 
@@ -344,7 +397,8 @@ def as_json(entry: Entry) -> dict[str, Any]:
 def sent(entry: Entry) -> str:
     """What `send` confirms: "sent 7kq2m9x4ab to "web"" (or "to every repo")."""
     m = entry.message
-    return f"sent {m.id} to {'every repo' if m.is_broadcast else quote(m.to)}"
+    carrying = f" with {count(len(m.attachments), 'attachment')}" if m.attachments else ""
+    return f"sent {m.id} to {'every repo' if m.is_broadcast else quote(m.to)}{carrying}"
 
 
 def retracted(message_id: str, changed: bool) -> str:

@@ -182,6 +182,8 @@ def test_log_lines_and_json() -> None:
         "date": "2026-11-29T09:30:00+00:00",
         "reply_to": None,
         "machine": None,
+        "attachments": [],
+        "applied": [],
         "body": "body",
     }
 
