@@ -77,13 +77,41 @@ def send(
         str | None,
         typer.Option("--from", help="The repo sending (default: the git repository you are in).", show_default=False),
     ] = None,
+    attach: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--attach",
+            metavar="FILE",
+            help="Attach a file, any bytes (repeat for more). A symbolic link: the file it points to.",
+            show_default=False,
+        ),
+    ] = None,
+    patch: Annotated[
+        str | None,
+        typer.Option(
+            "--patch",
+            metavar="[RANGE]",
+            help="Attach commits of this repository as `git format-patch` writes them (a revision range: HEAD~2, "
+            "main..topic); alone, the uncommitted changes to tracked files against HEAD.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Send a message to a repo, to every repo (--broadcast), or in reply to one (--reply-to).
+    """Send a message to a repo, to every repo (--broadcast), or in reply to one (--reply-to), with files and
+    patches attached if you like (--attach, --patch: see docs/attachments.md).
 
     Prints the new message's id alone on standard output, so `id=$(gitmail send ...)` works.
     """
     commands.send(
-        to=to, subject=subject, message=message, broadcast=broadcast, reply_to=reply_to, retract=retract, sender=sender
+        to=to,
+        subject=subject,
+        message=message,
+        broadcast=broadcast,
+        reply_to=reply_to,
+        retract=retract,
+        sender=sender,
+        attach=attach or [],
+        patch=patch,
     )
 
 
@@ -146,6 +174,47 @@ def log(
 def show(message_id: IdArgument, json_output: JsonOption = False) -> None:
     """Show one message whole."""
     commands.show(message_id=message_id, json_output=json_output)
+
+
+@app.command()
+def attachment(
+    message_id: IdArgument,
+    name: Annotated[
+        str | None,
+        typer.Argument(help="Which attachment (needed when it has several).", show_default=False),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "-o",
+            "--output",
+            metavar="PATH",
+            help="Write it here (a file, or a directory to put it in; - for standard output) instead of into the "
+            "current directory under its own name.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a file that is already there.")] = False,
+) -> None:
+    """Write one of a message's attachments out (whole or not at all; an existing file only with --force)."""
+    commands.attachment(message_id=message_id, name=name, output=output, force=force)
+
+
+@app.command("apply")
+def apply_command(
+    message_id: IdArgument,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="Which attachment to apply (needed only when it carries several patches).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Apply a message's patch to the repository you are in: commits with `git am --3way`, uncommitted changes
+    with `git apply --index --3way`. Refused when the repository has uncommitted changes to tracked files. On a
+    conflict the repository is left as git leaves it, and one line says how to go on or undo it. The sender sees
+    whether it applied (`gitmail log --sent`, `gitmail show`)."""
+    commands.apply(message_id=message_id, name=name)
 
 
 @app.command()
@@ -436,6 +505,16 @@ def _extra(module: str, extra: str, command: str) -> Any:
         ) from None
 
 
+def optional_values(command: Any) -> Any:
+    """`send --patch` takes its value only when one follows (a word that is not an option): alone it means the
+    uncommitted changes. typer cannot say so, so the parsed command is told here, as click lets an option be."""
+    for parameter in command.commands["send"].params:
+        if parameter.name == "patch":
+            parameter._flag_needs_value = True
+            parameter.flag_value = commands.UNCOMMITTED
+    return command
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line, through the one error edge: a mistake in the command itself is a usage error like any
     other (exit 2, one line naming the help to read)."""
@@ -444,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    command = typer.main.get_command(app)
+    command = optional_values(typer.main.get_command(app))
     try:
         result = command.main(args=argv, prog_name="gitmail", standalone_mode=False)
     except typer.TyperException as error:  # the command line itself was wrong
