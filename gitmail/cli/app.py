@@ -505,14 +505,26 @@ def _extra(module: str, extra: str, command: str) -> Any:
         ) from None
 
 
-def optional_values(command: Any) -> Any:
-    """`send --patch` takes its value only when one follows (a word that is not an option): alone it means the
-    uncommitted changes. typer cannot say so, so the parsed command is told here, as click lets an option be."""
-    for parameter in command.commands["send"].params:
-        if parameter.name == "patch":
-            parameter._flag_needs_value = True
-            parameter.flag_value = commands.UNCOMMITTED
-    return command
+def optional_values(command: Any, argv: list[str]) -> list[str]:
+    """`send --patch` takes its value only when one follows: alone (last, or before another option) it means the
+    uncommitted changes, as `--patch=` says. typer's parser has no such option, so the words are told: a `--patch`
+    standing alone becomes `--patch=`; the values of the options that take one are stepped over, whatever they are."""
+    if argv[:1] != ["send"]:
+        return argv
+    taking = {
+        spelling
+        for parameter in command.commands["send"].params
+        if parameter.param_type_name == "option" and not parameter.is_flag
+        for spelling in parameter.opts
+    }
+    words, at = list(argv), 1
+    while at < len(words) and words[at] != "--":
+        if words[at] == "--patch" and (at + 1 == len(words) or (words[at + 1][:1] == "-" and len(words[at + 1]) > 1)):
+            words[at] = f"--patch={commands.UNCOMMITTED}"
+        elif words[at] in taking:
+            at += 1  # its value, even one that looks like an option
+        at += 1
+    return words
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -523,9 +535,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    command = optional_values(typer.main.get_command(app))
+    command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="gitmail", standalone_mode=False)
+        result = command.main(args=optional_values(command, argv), prog_name="gitmail", standalone_mode=False)
     except typer.TyperException as error:  # the command line itself was wrong
         if type(error).__name__ == "NoArgsIsHelpError":
             print(error.format_message())
