@@ -23,6 +23,7 @@ from gitmail.errors import GitmailError, NotFound
 from gitmail.mailbox import Entry
 from gitmail.store.claims import load_claims
 from gitmail.store.repository import Store
+from gitmail.values.attachments import Attachment
 from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import ROOT, SEEN_NOTES, Located, State, latest
 from gitmail.values.message import DOCUMENT_NAME, BadDocument, Message, parse
@@ -631,6 +632,16 @@ def message(snap: Snapshot, message_id: str) -> tuple[Item, list[Item]]:
     replies = sorted((snap.nodes[c] for c in snap.index.children.get(node.oid, ())), key=_by_time)
     items = _items(snap, [node, *replies])
     return items[0], items[1:]
+
+
+def attachment(snap: Snapshot, message_id: str, name: str) -> tuple[Attachment, bytes]:
+    """One of a message's attachments and its content (checked against what the message records of it)."""
+    node = snap.node(message_id)
+    entry = snap.entries([node])[0]
+    if entry is None:
+        raise NotFound(f"message {message_id} cannot be read")
+    item = mailbox.attachment(entry, name)
+    return item, mailbox.attachment_content(snap.store, entry, item)
 
 
 def broadcasts(snap: Snapshot, *, page: int = 1) -> Page[Item]:
