@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from gitmail.project import Applied, Gathered
     from gitmail.sync.engine import Outcome
     from gitmail.sync.remotes import Remote, SyncError
-    from gitmail.values.attachments import Attachment, Outgoing
+    from gitmail.values.attachments import Attachment
+    from gitmail.values.outgoing import Outgoing
 
 __all__ = ["open_mailbox"]  # the entry point of the API, re-exported
 

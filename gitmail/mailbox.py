@@ -42,7 +42,8 @@ from gitmail.values.receipts import RECEIPTS_NOTES
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
     from gitmail.store.writer import Writer
-    from gitmail.values.attachments import Attachment, Outgoing
+    from gitmail.values.attachments import Attachment
+    from gitmail.values.outgoing import Outgoing
 
 
 class Entry(NamedTuple):

@@ -25,8 +25,9 @@ from typing import IO, NamedTuple
 from gitmail.errors import GitmailError, UsageError
 from gitmail.store import gitcmd
 from gitmail.values import attachments
-from gitmail.values.attachments import COMMITS, PATCH_TYPE, UNCOMMITTED, Outgoing, safe_name, size_text
+from gitmail.values.attachments import COMMITS, PATCH_TYPE, UNCOMMITTED, safe_name, size_text
 from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT
+from gitmail.values.outgoing import Outgoing
 
 # Settings that beat the repository's and the user's config on every git run here.
 SAFE_CONFIG = (

@@ -298,11 +298,15 @@ def _patches(message: Message) -> int:
     return sum(1 for item in message.attachments if item.patch)
 
 
-def _shell_word(text: str) -> str:
-    """A name as one shell word (names are safe: no control characters, no leading '-')."""
-    import shlex
+_SHELL_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-")
 
-    return shlex.quote(text)
+
+def _shell_word(text: str) -> str:
+    """A name as one shell word, as shlex.quote writes it (names are safe: no control characters, no leading '-';
+    shlex itself costs the session-start hook an import)."""
+    if text and set(text) <= _SHELL_PLAIN:
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def quote_body(body: str) -> list[str]:

@@ -21,7 +21,8 @@ from gitmail.store.transaction import reflog
 from gitmail.values.layout import Change, damaged_ref, email, locate
 
 if TYPE_CHECKING:
-    from gitmail.values.attachments import Attachment, Outgoing
+    from gitmail.values.attachments import Attachment
+    from gitmail.values.outgoing import Outgoing
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName, from_address
 

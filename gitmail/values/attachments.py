@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import IO, NamedTuple
+from typing import NamedTuple, TypeGuard
 
 from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, nfc
 
@@ -33,16 +33,15 @@ PATCH_KINDS = (COMMITS, UNCOMMITTED)
 PATCH_TYPE = "text/x-diff"
 BINARY_TYPE = "application/octet-stream"
 
-_OID = re.compile(r"[0-9a-f]{40}")
-_TYPE = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}/[a-z0-9][a-z0-9.+-]{0,63}")
 # Characters that show as nothing: zero-width spaces and joiners, direction marks, the soft hyphen, invisible
 # operators, the byte-order mark. Removed from names (git on macOS ignores several of them in `.git`, too).
-_INVISIBLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2060-\u2064\u206a-\u206f\ufeff]"
-)
+_INVISIBLE = "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2060-\u2064\u206a-\u206f\ufeff]"
 # Names git's object checks (fsck) treat as special in a tree: `.git` and its NTFS and HFS spellings,
 # `.gitmodules`, `.gitattributes` and their short names (`git~1`, `gitmod~1`).
-_GIT_SPECIAL = re.compile(r"\.git|git~|gitmod~|gitatt~", re.IGNORECASE)
+_GIT_SPECIAL = (".git", "git~", "gitmod~", "gitatt~")
+_HEX = "0123456789abcdef"
+_TYPE_CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789.+-"
+_PLAIN_NAME = frozenset(map(chr, range(0x20, 0x7F))) - {"/", "\\"}  # printable ASCII but the separators
 
 
 class Attachment(NamedTuple):
@@ -62,23 +61,6 @@ class Attachment(NamedTuple):
         if self.base is not None:
             found["base"] = self.base
         return found
-
-
-class Outgoing(NamedTuple):
-    """An attachment about to be written: its name, size and type, and where its content comes from (bytes held in
-    memory, or an open file read to its end when the blob is written)."""
-
-    name: str
-    size: int
-    type: str
-    data: bytes | None = None
-    source: IO[bytes] | None = None
-    label: str = ""  # how the sender named it (the path given), for errors
-    patch: str | None = None
-    base: str | None = None
-
-    def stored(self, blob: str) -> Attachment:
-        return Attachment(self.name, self.size, blob, self.type, self.patch, self.base)
 
 
 def encode(attachments: tuple[Attachment, ...]) -> str:
@@ -102,17 +84,17 @@ def decode(text: str) -> tuple[Attachment, ...]:
             continue
         name, size, blob = item.get("name"), item.get("size"), item.get("blob")
         kind, patch, base = item.get("type"), item.get("patch"), item.get("base")
-        if not isinstance(name, str) or safe_name(name) != name or any(a.name == name for a in found):
+        if not isinstance(name, str) or not _is_safe(name) or any(a.name == name for a in found):
             continue
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             continue
-        if not isinstance(blob, str) or not _OID.fullmatch(blob):
+        if not _is_oid(blob):
             continue
-        if not isinstance(kind, str) or not _TYPE.fullmatch(kind):
+        if not isinstance(kind, str) or not _is_type(kind):
             kind = BINARY_TYPE
         if patch not in PATCH_KINDS:
             patch = None
-        if not isinstance(base, str) or not _OID.fullmatch(base):
+        if not _is_oid(base):
             base = None
         found.append(Attachment(name, size, blob, kind, patch, base))
     return tuple(found)
@@ -122,14 +104,45 @@ def safe_name(raw: str) -> str:
     """The name an attachment given as `raw` (a path, or a name from anywhere) is stored under."""
     if NOT_UTF8.search(raw):  # a file name whose bytes are not UTF-8
         raw = NOT_UTF8.sub("_", raw)
-    name = re.split(r"[/\\]", raw)[-1]
-    name = nfc(_INVISIBLE.sub("", name))
+    name = raw.replace("\\", "/").rpartition("/")[2]
+    name = nfc(re.sub(_INVISIBLE, "", name))
     name = UNSAFE_TEXT.sub("_", name).strip()
     if name in ("", ".", ".."):
         return FALLBACK_NAME
-    if name.startswith("-") or _GIT_SPECIAL.match(name):
+    if name.startswith("-") or name.casefold().startswith(_GIT_SPECIAL):
         name = "_" + name
     return _shortened(name, MAX_NAME_BYTES)
+
+
+def _is_safe(name: str) -> bool:
+    """Whether `safe_name` leaves the name as it is; for a plain ASCII name (most), without a regular expression
+    (reading mail stays free of compiling them)."""
+    if not (name and set(name) <= _PLAIN_NAME):
+        return safe_name(name) == name
+    return (
+        name == name.strip()
+        and name not in (".", "..")
+        and not name.startswith("-")
+        and not name.casefold().startswith(_GIT_SPECIAL)
+        and len(name) <= MAX_NAME_BYTES
+    )
+
+
+def _is_oid(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and len(value) == 40 and not value.strip(_HEX)
+
+
+def _is_type(kind: str) -> bool:
+    """A plain MIME token: type/subtype of lower-case letters, digits and . + - (each starting with either)."""
+    major, slash, minor = kind.partition("/")
+    return bool(
+        slash
+        and 0 < len(major) <= 64
+        and 0 < len(minor) <= 64
+        and not (major + minor).strip(_TYPE_CHARACTERS)
+        and major[0].isalnum()
+        and minor[0].isalnum()
+    )
 
 
 def unique(names: list[str]) -> list[str]:
