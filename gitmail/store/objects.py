@@ -96,7 +96,8 @@ class Objects:
     def write_file(self, source: IO[bytes], size: int, label: str) -> str:
         """A blob of a file's content, read from where `source` stands to its end, which must be `size` bytes
         away: hashed, compressed and written a chunk at a time, so a large attachment is never held in memory. A
-        file that changed size meanwhile is refused (a usage error naming `label`), leaving nothing behind."""
+        file that changed size meanwhile is refused (a usage error naming `label`), leaving nothing behind; one
+        already here is not written again (nor synced to disk)."""
         import zlib
 
         header = f"blob {size}\0".encode()
@@ -117,11 +118,14 @@ class Objects:
                 if left or source.read(1):
                     raise UsageError(f"{label} changed while it was being attached; attach it again")
                 _write_all(fd, packer.flush())
-                os.fsync(fd)
+                oid = digest.hexdigest()
+                here = (self.path / "objects" / oid[:2] / oid[2:]).exists()
+                if not here:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
-            oid = digest.hexdigest()
-            self._link(temporary, oid)
+            if not here:
+                self._link(temporary, oid)
         return oid
 
     def _link(self, temporary: Path, oid: str) -> None:
