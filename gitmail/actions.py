@@ -13,9 +13,10 @@ gitmail's Python API:
     mail = actions.inbox(box, web)                    # .text (framed as a session sees it), .shown, .mail
     actions.send(box, web, reply_to=sent.entry.message.id, body="Switched.")
     actions.done(box, api, ids=[...])
+    # files read from the current directory, and a patch of the repository there (docs/attachments.md)
     actions.send(box, api, to="web", subject="The fix", attach=["fixture.json"], patch="HEAD~1")
     actions.save_attachment(box, "7kq2", "fixture.json")   # into the current directory
-    actions.apply(box, web_here, "7kq2")              # the message's patch, into web's repository
+    actions.apply(box, Actor(RepoName("web"), Path.home() / "src" / "web"), "7kq2")   # into that repository
 
 Expected failures raise `gitmail.errors.GitmailError` (a usage mistake is its subclass `UsageError`).
 """
