@@ -34,7 +34,7 @@ from gitmail.store.claims import claim, load_claims
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
-from gitmail.values.names import RepoName
+from gitmail.values.names import RepoName, name_problem
 from gitmail.workspace import Actor
 
 MAX_CONTINUATIONS = 20  # turn ends continued per session, whatever arrives
@@ -110,6 +110,7 @@ class Delivery(NamedTuple):
     record: dict[str, Any] | None = None  # the session's record as this showing left it
     recording: Recording | None = None  # receipts the caller is to write once it has answered (a showing it
     # keeps to repeat must be forgotten if that write fails, or the receipts would never be written)
+    generic: bool = True  # what any new session of the repo would be shown: nothing was this session's own
 
 
 NOTHING = render.Selection((), ())
@@ -126,8 +127,10 @@ def deliver(
     continuing: bool = False,
     command: str = "gitmail",
     defer: bool = False,
+    watch: bool = False,
 ) -> Delivery:
     """Decide and carry out one delivery. `continuing`: the host says this turn end was already continued once.
+    `watch`: the session start asks to be woken when mail arrives.
     `defer`: receipts of directed mail are returned (`Delivery.recording`) for the caller to write after it has
     answered, instead of being written before."""
     empty = Delivery(None, Pending(actor.repo), NOTHING)
@@ -144,8 +147,11 @@ def deliver(
         except MailboxBusy:
             busy = True  # recording who uses the name can wait for the next reader
     seen_stamps = stamps.read(store.path, actor.repo)  # before reading: a later send is then noticed next time
-    mail = mailbox.pending(store, repo=actor.repo, deadline=Deadline(0) if busy else deadline)
-    mail = mail._replace(claimed_by=claimed_by)
+    also = aliases(store, actor)
+    mail = mailbox.pending(store, repo=actor.repo, also=also, deadline=Deadline(0) if busy else deadline)
+    me = actor.session.key if actor.session is not None else None
+    generic = not any(me in (e.message.from_session, e.message.to_session) for e in [*mail.directed, *mail.broadcasts])
+    mail = for_session(store, actor, mail)._replace(claimed_by=claimed_by)
     show = _Showing(store, actor, moment, carried.channel, deadline, busy, budget, peek, command, defer)
     session = actor.session
     if session is None or peek:
@@ -153,11 +159,19 @@ def deliver(
     with sessions.record(store.path, session.host, session.id, deadline) as record:
         if record is None:  # no record to be had: behave as a session that knows nothing yet
             return show(mail, None)
+        record.set("repo", str(actor.repo))
+        if actor.place is not None:
+            record.top = str(actor.place.top)
         if moment is Moment.START:
             record.know(set(), reset=True)
             record.set("shown", [])
             record.turn = False
-        elif moment in (Moment.TOOL, Moment.PROMPT):
+            sessions.resumed(record)
+            sessions.note_live(store.path, session.host, session.id)
+            record.set("watch", watch)
+        else:
+            sessions.note_live(store.path, session.host, session.id, unless_known=True)
+        if moment in (Moment.TOOL, Moment.PROMPT):
             record.turn = True
         elif moment is Moment.STOP:
             record.turn = False
@@ -176,7 +190,47 @@ def deliver(
         if moment not in (Moment.STOP, Moment.WAKE) or delivery.text is not None:
             record.set("stamps", seen_stamps)
         settled = delivery.settled and stamps.read(store.path, actor.repo) == seen_stamps
-        return delivery._replace(settled=settled, stamps=seen_stamps, record=dict(record.data))
+        return delivery._replace(settled=settled, stamps=seen_stamps, record=dict(record.data), generic=generic)
+
+
+def for_session(store: Store, actor: Actor, mail: Pending) -> Pending:
+    """What of a repo's pending mail is for the actor's session: never what that session sent itself, and of mail
+    for one session of the repo only its own, or what was for a session that has ended (so nothing is stranded).
+    Outside a session (a person at a terminal, a client), everything pending for the repo."""
+    if actor.session is None:
+        return mail
+    me = actor.session.key
+    gone: dict[str, bool] = {}
+
+    def ended(key: str) -> bool:
+        if key not in gone:
+            host, _, session_id = key.partition(":")
+            found = sessions.info(store.path, host, session_id)
+            gone[key] = found is None or found.state == "ended"
+        return gone[key]
+
+    def visible(entry: Entry) -> bool:
+        m = entry.message
+        if m.from_session == me:
+            return False
+        return m.to_session is None or m.to_session == me or ended(m.to_session)
+
+    return mail._replace(
+        directed=[e for e in mail.directed if visible(e)], broadcasts=[e for e in mail.broadcasts if visible(e)]
+    )
+
+
+def aliases(store: Store, actor: Actor) -> list[RepoName]:
+    """Other names the actor's work tree still receives mail under: a linked worktree went by its folder's name
+    before worktrees were named after their repository, and mail sent to that name (its claim records this work
+    tree) is delivered to its sessions too."""
+    found = actor.place
+    if found is None or found.worktree is None or found.worktree == actor.repo or name_problem(found.worktree):
+        return []
+    old = RepoName(found.worktree)
+    recorded = load_claims(store).get(old)
+    same = recorded is not None and os.path.realpath(recorded) == os.path.realpath(found.top)
+    return [old] if same else []
 
 
 def record(store: Store, recording: Recording, *, deadline: Deadline) -> None:
@@ -248,7 +302,7 @@ class _Showing:
         fresh = fresh._replace(broadcasts=[e for e in fresh.broadcasts if e.message.id not in withheld])  # the note
         if record is not None:  # told of: every directed message (shown, or counted in "showing N of M"), and
             record.know({e.message.id for e in [*fresh.directed, *handed]})  # the broadcasts it was handed
-            record.show({e.message.id for e in [*shown.directed, *handed]})
+            record.show({e.message.id for e in [*shown.directed, *handed] if e.message.id not in shown.summarised})
         # Shown the same way next time, unless a broadcast was handed over (it is not pending next time) or could not
         # be, or a receipt is still to be written.
         settled = recorded and not chosen.broadcasts and note is None

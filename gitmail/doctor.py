@@ -30,6 +30,7 @@ from gitmail.store.writer import Writer, writing
 from gitmail.values.layout import DAMAGED, Change, Located, State, damaged_ref, latest, locate
 from gitmail.values.message import DOCUMENT_NAME, BadDocument, parse
 from gitmail.values.names import RepoName, name_problem
+from gitmail.workspace import Place
 
 LISTED = 10  # ids or files named in one line before "and N more"
 NOTES = "refs/notes/"
@@ -60,8 +61,8 @@ class Report(NamedTuple):
         return [f for f in self.findings if f.level is Level.PROBLEM]
 
 
-def examine(store: Store, *, here: Path | None, home: Path, repaired: Sequence[str] = ()) -> Report:
-    """Every check, for the mailbox, the repository at `here` (its git toplevel, if any) and the hosts in `home`."""
+def examine(store: Store, *, here: Place | None, home: Path, repaired: Sequence[str] = ()) -> Report:
+    """Every check, for the mailbox, the repository of the work tree `here` (if any) and the hosts in `home`."""
     findings, usable = _mailbox(store)
     messages: list[Located] = []
     if usable:
@@ -80,7 +81,7 @@ def examine(store: Store, *, here: Path | None, home: Path, repaired: Sequence[s
     return Report(store.path, findings, list(repaired))
 
 
-def repair(store: Store, *, here: Path | None) -> list[str]:
+def repair(store: Store, *, here: Place | None) -> list[str]:
     """Make the safe repairs, under the lock; what was done, one line each. A mailbox that cannot be used at all
     (someone else's, not gitmail's) is left alone: its findings say what to do."""
     try:
@@ -578,10 +579,13 @@ def _record_checked(store: Store, checked: dict[str, str]) -> None:
 # -- this repository and the hosts -------------------------------------------------------------------------------
 
 
-def _repository(store: Store, here: Path | None, messages: Sequence[Located]) -> list[Finding]:
-    """This repository's name, its claim, and mail that waits for names no repository here has used."""
+def _repository(store: Store, here: Place | None, messages: Sequence[Located]) -> list[Finding]:
+    """This repository's name (its folder's, or the one gitmail.name chooses), its claim, mail a worktree's own
+    folder name still holds, and mail that waits for names no repository here has used."""
     claims = load_claims(store)
     name = RepoName(here.name) if here is not None and not name_problem(here.name) else None
+    how = "chosen with git config gitmail.name" if here is not None and here.named_by != "folder" else "its folder's"
+    rename = "rename the folder, or choose a name with `git config gitmail.name NAME` in the repository"
     findings = []
     if here is None:
         findings.append(
@@ -596,19 +600,22 @@ def _repository(store: Store, here: Path | None, messages: Sequence[Located]) ->
             Finding(
                 "repository",
                 Level.PROBLEM,
-                f"this repository's folder name {here.name!r} cannot be a mailbox name: {name_problem(here.name)}",
-                "rename the folder (a repository's mailbox name is its folder name)",
+                f"this repository's name {here.name!r} ({how}) cannot be a mailbox name: {name_problem(here.name)}",
+                rename,
             )
         )
     else:
         first = claims.get(name)
         pending = len({p.id for p in messages if p.recipient == name and p.state is State.PENDING})
-        facts = f"{json.dumps(name, ensure_ascii=False)} at {here}, {_count(pending, 'message')} pending"
+        where = f"{here.home}" + (
+            f" (worktree {json.dumps(here.worktree, ensure_ascii=False)})" if here.worktree else ""
+        )
+        facts = f"{json.dumps(name, ensure_ascii=False)} ({how} name) at {where}, {_count(pending, 'message')} pending"
         if first is None:
             findings.append(
                 Finding("repository", Level.OK, f"{facts}; its first session start or inbox records it as the name's")
             )
-        elif os.path.realpath(first) == os.path.realpath(here):
+        elif os.path.realpath(first) == os.path.realpath(here.home):
             findings.append(Finding("repository", Level.OK, f"{facts}; the name's recorded path"))
         elif not os.path.exists(first):
             findings.append(
@@ -625,9 +632,21 @@ def _repository(store: Store, here: Path | None, messages: Sequence[Located]) ->
                     "repository",
                     Level.PROBLEM,
                     f"{facts}; the name was first used by {first}, so the two repositories share one mailbox",
-                    "rename one of the two folders (a repository's mailbox name is its folder name)",
+                    rename,
                 )
             )
+        old = here.worktree
+        if old and old != name and not name_problem(old):
+            kept = len({p.id for p in messages if p.recipient == RepoName(old) and p.state is State.PENDING})
+            if kept and os.path.realpath(claims.get(RepoName(old), "")) == os.path.realpath(here.top):
+                findings.append(
+                    Finding(
+                        "repository",
+                        Level.NOTE,
+                        f"{_count(kept, 'message')} {_is(kept)} addressed to {json.dumps(old, ensure_ascii=False)}, "
+                        f"the name this worktree went by before; its sessions are shown {_them(kept)} too",
+                    )
+                )
     waiting: dict[str, int] = {}
     for place in messages:
         if place.state is State.PENDING and place.recipient not in claims and place.recipient != name:
@@ -639,23 +658,28 @@ def _repository(store: Store, here: Path | None, messages: Sequence[Located]) ->
                 "repository",
                 Level.NOTE,
                 f"mail waits for names no repository on this machine has used yet: {named}",
-                "a repository's mailbox name is its folder name; mail to a misspelt one never arrives (resend it)",
+                "a repository's mailbox name is its folder's (or its gitmail.name); mail to a misspelt one never "
+                "arrives (resend it)",
             )
         )
     return findings
 
 
-def _reclaim(store: Store, here: Path | None) -> list[str]:
-    """Record this path for its name when the recorded one no longer exists (the repository moved here)."""
+def _reclaim(store: Store, here: Place | None) -> list[str]:
+    """Record this repository's path for its name when the recorded one no longer exists (it moved here)."""
     if here is None or name_problem(here.name):
         return []
     claims = load_claims(store)
     first = claims.get(here.name)
     if first is None or os.path.exists(first):
         return []
-    claims[here.name] = os.path.realpath(here)
+    claims[here.name] = os.path.realpath(here.home)
     save_claims(store, claims)
-    return [f"recorded {here} for the name {json.dumps(here.name, ensure_ascii=False)} instead of {first}"]
+    return [f"recorded {here.home} for the name {json.dumps(here.name, ensure_ascii=False)} instead of {first}"]
+
+
+def _them(n: int) -> str:
+    return "it" if n == 1 else "them"
 
 
 def _hooks(home: Path) -> list[Finding]:

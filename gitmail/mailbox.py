@@ -15,6 +15,7 @@ from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
 from gitmail.store.claims import load_claims
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
+from gitmail.store.machines import local_id as _local_id
 from gitmail.store.repository import WRITE_WAIT, Store
 from gitmail.values import receipts
 from gitmail.values.ids import BROADCAST, ID_ALPHABET, ID_LENGTH, new_id
@@ -82,6 +83,22 @@ class History(list[Entry]):
         self.unreadable = list(unreadable)
 
 
+def _delivered(
+    entry: Entry, me: RepoName, when: datetime, host: str, moment: str, machine: str | None
+) -> receipts.Record:
+    """A first showing's receipt; mail a worktree's old name holds is receipted for that name."""
+    whose = str(entry.recipient or me)
+    return receipts.Record(receipts.DELIVERED, whose, when, host=host, moment=moment, machine=machine)
+
+
+def local_machine_id(store: Store) -> str | None:
+    """This mailbox's machine id, as receipts record where a showing happened."""
+    try:
+        return _local_id(store, create=True)
+    except MailboxError:
+        return None
+
+
 def _writing(store: Store, **kwargs: Any) -> AbstractContextManager[Writer]:
     """store/writer.py's `writing`, imported when something is to be written: readers never load the writer."""
     from gitmail.store.writer import writing
@@ -104,11 +121,17 @@ def send(
     subject: str,
     body: bytes | str = "",
     when: datetime | None = None,
+    from_session: str | None = None,
+    to_session: str | None = None,
+    to_handle: str | None = None,
     attachments: Sequence[Outgoing] = (),
 ) -> Entry:
-    """Leave a message in `to`'s inbox; it stays pending there until `to` replies or marks it done."""
+    """Leave a message in `to`'s inbox; it stays pending there until `to` replies or marks it done. With
+    `to_session` ("host:id"), it is for that one session of `to` (`to_handle`: how the sender named it); with
+    `from_session`, it records the session that sent it, which is never shown it."""
     recipient = RepoName.parse(to)
     message = _compose(sender=sender, to=recipient, subject=subject, body=body, when=when)
+    message = message._replace(from_session=from_session, to_session=to_session, to_handle=to_handle)
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
@@ -128,19 +151,25 @@ def broadcast(
     subject: str,
     body: bytes | str = "",
     when: datetime | None = None,
+    from_session: str | None = None,
     attachments: Sequence[Outgoing] = (),
 ) -> Entry:
-    """Leave a message for every repo: each is handed it once; its sender never is."""
+    """Leave a message for every repo: each is handed it once; its sender never is. Sent from a session
+    (`from_session`), it is that session that never is: the repo's other sessions get it like any repo."""
     message = _compose(sender=sender, to=BROADCAST, subject=subject, body=body, when=when)
+    message = message._replace(from_session=from_session)
     active = state_prefix(State.BROADCAST)
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, active)
             message = message._replace(attachments=writer.attach(attachments))
             oid = writer.commit(message)
-            # One transaction: the broadcast, and its sender in its seen-set (a sender is never handed its own).
-            seen, _ = writer.note_lines(SEEN_NOTES, {oid: [str(message.sender)]}, who=message.sender, when=message.date)
-            changes = [Change(active + message.id, oid, None), *([seen] if seen else [])]
+            changes = [Change(active + message.id, oid, None)]
+            if from_session is None:  # one transaction: the broadcast, and its sender in its seen-set
+                seen, _ = writer.note_lines(
+                    SEEN_NOTES, {oid: [str(message.sender)]}, who=message.sender, when=message.date
+                )
+                changes += [seen] if seen else []
             writer.apply(changes, f"gitmail: {message.sender} broadcast {message.id}")
     return Entry(message, State.BROADCAST, oid, None)
 
@@ -153,16 +182,22 @@ def reply(
     subject: str | None = None,
     body: bytes | str = "",
     when: datetime | None = None,
+    from_session: str | None = None,
+    to_handle: str | None = None,
     attachments: Sequence[Outgoing] = (),
 ) -> Entry:
-    """Answer a message: routed to its sender, threaded on it, and archiving it for the replier in one step."""
+    """Answer a message: routed to its sender (to the very session that sent it, when one did), threaded on it,
+    and archiving it for the replier in one step."""
     me = RepoName.parse(sender)
     original = show(store, to_id)
     first = original.message
     if first.sender == me and first.is_broadcast:
         raise GitmailError(f"{first.id} is your own broadcast; send a new broadcast instead of a reply")
-    # Answering your own directed message is a follow-up to its recipient.
-    recipient = RepoName(first.to) if first.sender == me else first.sender
+    # Answering your own directed message is a follow-up to its recipient (and to its session, if it had one); a
+    # message another session of the same repo sent is answered like any other: back to that session.
+    follow_up = first.sender == me and (first.from_session is None or first.from_session == from_session)
+    recipient = RepoName(first.to) if follow_up else first.sender
+    to_session = first.to_session if follow_up else first.from_session
     message = _compose(
         sender=me,
         to=recipient,
@@ -171,6 +206,8 @@ def reply(
         when=when,
         reply_to=first.id,
     )
+    handle = (first.to_handle if follow_up else to_handle) if to_session else None
+    message = message._replace(from_session=from_session, to_session=to_session, to_handle=handle)
     for attempt in attempts():
         with attempt, _writing(store, actor=me) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
@@ -241,10 +278,19 @@ def _unique(target: Callable[[str], str | None], message: Message, prefix: str) 
 # -- reading and handing over ----------------------------------------------------------------------------------
 
 
-def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: Deadline | None = None) -> Pending:
-    """A repo's pending directed mail and the broadcasts not yet handed to it, with which of them a session of
-    this repo was already shown. Writes nothing (unless a writer died mid-change: that change is finished first,
-    when this process may write and the lock comes free in time)."""
+def pending(
+    store: Store,
+    *,
+    repo: str,
+    also: Sequence[RepoName] = (),
+    timeout: float = WRITE_WAIT,
+    deadline: Deadline | None = None,
+) -> Pending:
+    """A repo's pending directed mail (and what waits under the other names in `also`) and the broadcasts not yet
+    handed to it, with which of them a session of this repo was already shown. A broadcast its repo sent is not for
+    it, unless a session sent it (then the repo's other sessions get it: delivery.py keeps it from the sender's).
+    Writes nothing (unless a writer died mid-change: that change is finished first, when this process may write
+    and the lock comes free in time)."""
     me = RepoName.parse(repo)
     if not store.exists():
         return Pending(me)
@@ -254,7 +300,7 @@ def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: D
                 pass  # a writer died mid-change: the lock finishes it
         except MailboxError:
             pass  # a live writer holds the lock and will finish it; reading meanwhile is safe
-    places = store.refs(inbox_prefix(me), state_prefix(State.BROADCAST))
+    places = store.refs(inbox_prefix(me), *(inbox_prefix(name) for name in also), state_prefix(State.BROADCAST))
     broadcast_places = [p for p in places if p.state is State.BROADCAST]
     specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places]
     specs += [s for p in broadcast_places for s in seen_specs(p.oid)]
@@ -268,10 +314,16 @@ def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: D
     receipted = frozenset(
         p.id
         for i, p in enumerate(receipted_places)
-        if receipts.delivered(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), str(me))
+        if receipts.delivered(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), str(p.recipient or me))
     )
     directed = [e for e in entries if e.state is State.PENDING]
-    broadcasts = [e for e in entries if e.state is State.BROADCAST and e.message.sender != me and me not in seen[e.oid]]
+    broadcasts = [
+        e
+        for e in entries
+        if e.state is State.BROADCAST
+        and (e.message.sender != me or e.message.from_session is not None)
+        and me not in seen[e.oid]
+    ]
     return Pending(me, _oldest_first(directed), _oldest_first(broadcasts), unreadable, receipted=receipted)
 
 
@@ -294,15 +346,16 @@ def record_shown(
     if not shown and not broadcasts:
         return []
     when = when or now()
+    here = local_machine_id(store)
     for attempt in attempts():
         with attempt, _writing(store, actor=me, deadline=deadline or Deadline(timeout)) as writer:
             active = [e for e in broadcasts if writer.target(state_prefix(State.BROADCAST) + e.message.id) == e.oid]
             seen, added = writer.note_lines(SEEN_NOTES, {e.oid: [str(me)] for e in active}, who=me, when=when)
             handed = [e for e in active if e.oid in added]
-            record = receipts.Record(receipts.DELIVERED, str(me), when, host=host, moment=moment)
             changes = [c for c in [seen] if c is not None]
             if store.flag("receipts"):
-                changes += _receipts(writer, {e.oid: [record] for e in [*shown, *handed]}, me, only_first=True)
+                records = {e.oid: [_delivered(e, me, when, host, moment, here)] for e in [*shown, *handed]}
+                changes += _receipts(writer, records, me, only_first=True)
             if changes:
                 writer.apply(changes, f"gitmail: shown to {me} ({host}, {moment})")
     return handed
@@ -446,23 +499,25 @@ def done(
     store: Store,
     *,
     repo: str,
+    also: Sequence[RepoName] = (),
     ids: Sequence[str] = (),
     everything: bool = False,
     seen: set[str] | None = None,
+    among: set[str] | None = None,
 ) -> DoneResult:
-    """Archive directed mail without replying. Already archived mail and broadcasts are reported, not errors;
-    another repo's message is refused, and then nothing is archived. `everything` archives the pending mail the
-    caller was shown (`seen`: what its session was shown; else what any session of this repo was shown), never
-    mail that arrived unseen (that is reported as `unshown`)."""
+    """Archive directed mail without replying (for `repo`, or under the other names in `also` it answers to).
+    Already archived mail and broadcasts are reported, not errors; another repo's message is refused, and then
+    nothing is archived. `everything` archives the pending mail in `seen` (what the caller was shown whole) among
+    the pending ids `among` (default: all), never mail that arrived unseen (that is reported as `unshown`)."""
     me = RepoName.parse(repo)
+    names = {me, *also}
     unshown: list[str] = []
     if everything:
-        mail = pending(store, repo=me)
-        if seen is None and not store.flag("receipts"):
-            raise UsageError("with receipts off, name the messages to mark done (gitmail cannot tell what was seen)")
-        shown = seen if seen is not None else mail.receipted
-        places = [p for p in store.refs(inbox_prefix(me)) if p.id in shown]
-        unshown = sorted(set(ids_of(mail.directed)) - shown)
+        shown = seen or set()
+        listed = store.refs(*(inbox_prefix(name) for name in sorted(names)))
+        candidates = {p.id for p in listed} if among is None else {p.id for p in listed} & among
+        places = [p for p in listed if p.id in shown and p.id in candidates]
+        unshown = sorted(candidates - shown)
     else:
         if not ids:
             raise UsageError("name the messages to mark done, or pass --all")
@@ -473,7 +528,7 @@ def done(
     for place in places:
         if place.recipient is None:
             already.append(place.id)
-        elif place.recipient != me:
+        elif place.recipient not in names:
             raise GitmailError(
                 f"{place.id} is addressed to {place.recipient!r}, not to {me!r}; "
                 f"only {place.recipient!r} can mark it done"
@@ -497,13 +552,15 @@ def done(
                     changes += _set_aside(writer, place)
                     set_aside.append(place.id)
                 else:
+                    whose = place.recipient or me
                     changes += [
-                        Change(archive_prefix(me) + place.id, place.oid, None),
+                        Change(archive_prefix(whose) + place.id, place.oid, None),
                         Change(place.ref, None, place.oid),
                     ]
-                    archived.append(entries[place.id]._replace(state=State.ARCHIVED, recipient=me))
-            record = receipts.Record(receipts.DONE, str(me), now())
-            changes += _receipts(writer, {e.oid: [record] for e in archived}, me)
+                    archived.append(entries[place.id]._replace(state=State.ARCHIVED, recipient=whose))
+            done_at = now()
+            records = {e.oid: [receipts.Record(receipts.DONE, str(e.recipient or me), done_at)] for e in archived}
+            changes += _receipts(writer, records, me)
             if changes:
                 writer.apply(changes, f"gitmail: {me} marked done {' '.join(todo)}")
     return DoneResult(archived, already, unshown, set_aside)
@@ -637,10 +694,17 @@ def _homes(line: history.Line) -> list[str]:
 
 
 def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
-    """The entries, each with its receipt records (one read for all)."""
+    """The entries, each with its receipt records (one read for all). A record made on this machine says so by
+    naming no machine, as messages do; one made elsewhere (sync brought it) keeps the machine it names."""
     notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)])
+    here = Here(store).id
+
+    def local(record: receipts.Record) -> receipts.Record:
+        return record._replace(machine=None) if record.machine == here else record
+
     return [
-        e._replace(records=tuple(receipts.parse(note_lines(notes[3 * i : 3 * i + 3])))) for i, e in enumerate(entries)
+        e._replace(records=tuple(local(r) for r in receipts.parse(note_lines(notes[3 * i : 3 * i + 3]))))
+        for i, e in enumerate(entries)
     ]
 
 

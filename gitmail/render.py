@@ -246,7 +246,7 @@ def card(
 ) -> str:
     """One message: a header line gitmail writes, the body behind "> ", and the commands that answer it."""
     m = entry.message
-    kind = "broadcast" if m.is_broadcast else f"directed to {quote(m.to)}"
+    kind = "broadcast" if m.is_broadcast else f"directed to {quote(m.address)}"
     parts = [
         f"id {m.id}",
         kind,
@@ -339,10 +339,19 @@ def when(date: datetime) -> str:
     return date.strftime("%Y-%m-%d %H:%M %z")
 
 
+def when_epoch(seconds: float | None) -> str:
+    """A time.time() value as `when` writes dates, in local time ("at an unknown time" for None)."""
+    if not seconds:
+        return "at an unknown time"
+    from datetime import datetime as clock
+
+    return "at " + when(clock.fromtimestamp(seconds).astimezone())
+
+
 def log_line(entry: Entry) -> str:
     """One message in `gitmail log`: id, date, where it stands for its sender, who to whom, subject."""
     m = entry.message
-    to = "everyone" if m.is_broadcast else m.to
+    to = "everyone" if m.is_broadcast else m.address
     return f"{m.id}  {when(m.date)}  {standing(entry):<21}  {visible(m.sender)} -> {visible(to)}  {visible(m.subject)}"
 
 
@@ -353,6 +362,8 @@ def standing(entry: Entry) -> str:
         said = f"replied {now.reply}"
     elif now.name == "delivered" and entry.message.is_broadcast:
         said = f"delivered to {len(now.reached)}"
+    elif now.name == "delivered" and now.reached and now.reached[0].machine is not None:
+        said = f"delivered elsewhere {now.at.strftime('%m-%d %H:%M')}" if now.at else "delivered elsewhere"
     else:
         said = f"{now.name} {now.at.strftime('%m-%d %H:%M')}" if now.at else now.name
     return said + _applied(entry)
@@ -380,7 +391,8 @@ def as_json(entry: Entry) -> dict[str, Any]:
         "status_at": now.at.isoformat() if now.at else None,
         "reply": now.reply,
         "delivered": [
-            {"repo": r.repo, "at": r.at.isoformat(), "host": r.host, "moment": r.moment} for r in now.reached
+            {"repo": r.repo, "at": r.at.isoformat(), "host": r.host, "moment": r.moment, "machine": r.machine}
+            for r in now.reached
         ],
         "from": str(m.sender),
         "to": m.to,
@@ -388,6 +400,9 @@ def as_json(entry: Entry) -> dict[str, Any]:
         "subject": m.subject,
         "date": m.date.isoformat(),
         "reply_to": m.reply_to,
+        "address": None if m.is_broadcast else m.address,  # to, or to#handle for one session of it
+        "from_session": m.from_session,
+        "to_session": m.to_session,
         "machine": m.machine._asdict() if m.machine is not None else None,  # None: this machine
         "attachments": [item.field() for item in m.attachments],
         "applied": [
@@ -402,7 +417,7 @@ def sent(entry: Entry) -> str:
     """What `send` confirms: "sent 7kq2m9x4ab to "web"" (or "to every repo")."""
     m = entry.message
     carrying = f" with {count(len(m.attachments), 'attachment')}" if m.attachments else ""
-    return f"sent {m.id} to {'every repo' if m.is_broadcast else quote(m.to)}{carrying}"
+    return f"sent {m.id} to {'every repo' if m.is_broadcast else quote(m.address)}{carrying}"
 
 
 def retracted(message_id: str, changed: bool) -> str:
@@ -445,3 +460,52 @@ def quote(text: str) -> str:
 def count(n: int, noun: str) -> str:
     """'1 message', '2 messages'."""
     return f"{n} {noun}" + ("" if n == 1 or noun in ("directed",) else "s")
+
+
+def session_line(view: Any) -> str:
+    """One session in `gitmail sessions` (`view` is an actions.SessionView): its address, host, where it works,
+    its state, when it started and was last heard from, whether mail can wake it, what is pending for it, and its
+    card, quoted (a session writes its own card: it is not gitmail's word)."""
+    info = view.info
+    where = f"worktree {quote(view.worktree)}" if view.worktree else "main work tree"
+    branch = f" on {quote(view.branch)}" if view.branch else ""
+    state = info.state if info.checked or info.state == "ended" else f"{info.state} (unchecked)"
+    if info.ended is not None:
+        state += f" {when_epoch(info.ended)}" + (f" ({visible(info.end_reason)})" if info.end_reason else "")
+    parts = [
+        quote(view.address),
+        info.host,
+        f"{where}{branch}",
+        state,
+        f"started {when_epoch(info.started)}",
+        f"last active {when_epoch(info.active)}",
+        "can be woken" if view.wakeable else "cannot be woken",
+    ]
+    if view.pending is not None:
+        parts.append(count(view.pending, "message") + " pending")
+    line = " · ".join(parts)
+    return line + (f"\n    card {quote(info.card)}" if info.card else "")
+
+
+def session_json(view: Any) -> dict[str, Any]:
+    info = view.info
+    return {
+        "address": view.address,
+        "handle": view.handle,
+        "name": info.name or None,
+        "repo": info.repo,
+        "host": info.host,
+        "session": info.id,
+        "worktree": view.worktree,
+        "branch": view.branch,
+        "top": info.top or None,
+        "state": info.state,
+        "checked": info.checked,
+        "started": info.started,
+        "active": info.active,
+        "ended": info.ended,
+        "end_reason": info.end_reason or None,
+        "wakeable": view.wakeable,
+        "pending": view.pending,
+        "card": info.card or None,
+    }

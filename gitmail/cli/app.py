@@ -16,7 +16,7 @@ from gitmail.errors import ExitCode, GitmailError, UsageError
 from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import Store
 from gitmail.sync.remotes import DEFAULT_INTERVAL, redact
-from gitmail.workspace import toplevel
+from gitmail.workspace import place
 
 if TYPE_CHECKING:
     from gitmail.install import hooks as install_module
@@ -77,6 +77,10 @@ def send(
         str | None,
         typer.Option("--from", help="The repo sending (default: the git repository you are in).", show_default=False),
     ] = None,
+    or_repo: Annotated[
+        bool,
+        typer.Option("--or-repo", help="With --to REPO#SESSION: if that session has ended, every session of REPO."),
+    ] = False,
     attach: Annotated[
         list[str] | None,
         typer.Option(
@@ -97,8 +101,10 @@ def send(
         ),
     ] = None,
 ) -> None:
-    """Send a message to a repo, to every repo (--broadcast), or in reply to one (--reply-to), with files and
-    patches attached if you like (--attach, --patch: see docs/attachments.md).
+    """Send a message to a repo (--to web), to one session of it (--to web#HANDLE: its name, its worktree's name or
+    the start of its id), to every repo (--broadcast), or in reply to one (--reply-to: back to the session that
+    asked), with files and patches attached if you like (--attach, --patch: see docs/attachments.md). Sent from
+    inside a session, it is never shown to that session.
 
     Prints the new message's id alone on standard output, so `id=$(gitmail send ...)` works.
     """
@@ -110,6 +116,7 @@ def send(
         reply_to=reply_to,
         retract=retract,
         sender=sender,
+        or_repo=or_repo,
         attach=attach or [],
         patch=patch,
     )
@@ -174,6 +181,33 @@ def log(
 def show(message_id: IdArgument, json_output: JsonOption = False) -> None:
     """Show one message whole."""
     commands.show(message_id=message_id, json_output=json_output)
+
+
+@app.command("sessions")
+def sessions_command(
+    repo: RepoOption = None,
+    everyone: Annotated[bool, typer.Option("--all", help="Every repo's sessions.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Who is here: the sessions of this repo (--all: of every repo) the hooks have seen on this machine, each
+    with its address, host, worktree and branch, whether it is live, idle or ended (and when), whether mail can
+    wake it, what is pending for it, and its card."""
+    commands.sessions(repo=repo, everyone=everyone, json_output=json_output)
+
+
+@app.command("session")
+def session_command(
+    name: Annotated[
+        str | None, typer.Option("--name", help="Name this session (unique among its repo's live sessions).")
+    ] = None,
+    card: Annotated[
+        str | None, typer.Option("--card", help="One line saying what this session is doing (at most 200 characters).")
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """This session's address (REPO#HANDLE), name and card; --name and --card set them. Run it from inside a
+    Claude Code or Codex session."""
+    commands.session(name=name, card=card, json_output=json_output)
 
 
 @app.command()
@@ -277,7 +311,7 @@ def doctor(
     from gitmail import doctor as checks
 
     box = Store()  # not opened: what cannot be opened is what doctor reports
-    here = toplevel(os.getcwd())
+    here = place(os.getcwd())
     repaired = checks.repair(box, here=here) if repair else []
     report = checks.examine(box, here=here, home=Path.home(), repaired=repaired)
     if json_output:

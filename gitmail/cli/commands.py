@@ -13,6 +13,7 @@ from gitmail import actions, render
 from gitmail.edge import say
 from gitmail.errors import GitmailError, UsageError
 from gitmail.store.opening import open_mailbox
+from gitmail.values.address import Address
 from gitmail.values.message import MAX_BODY_BYTES
 from gitmail.values.names import RepoName
 from gitmail.workspace import Actor, actor_at, own_command, toplevel
@@ -52,10 +53,13 @@ def send(
     reply_to: str | None,
     retract: str | None,
     sender: str | None,
+    or_repo: bool = False,
     attach: Sequence[str] = (),
     patch: str | None = None,
 ) -> None:
     mode = actions.one_of({"--to": to, "--broadcast": broadcast, "--reply-to": reply_to, "--retract": retract})
+    if or_repo and mode != "--to":
+        raise UsageError("--or-repo goes with --to REPO#SESSION")
     if retract is not None and (subject is not None or message is not None or attach or patch is not None):
         raise UsageError("--retract takes no --subject, --message, --attach or --patch")
     if subject is None and mode in ("--to", "--broadcast"):
@@ -66,6 +70,7 @@ def send(
         result = actions.retract(box, me, retract)
         say(render.retracted(result.id, result.changed))
         return
+    text = body(message)
     sent = actions.send(
         box,
         me,
@@ -73,7 +78,8 @@ def send(
         broadcast=broadcast,
         reply_to=reply_to,
         subject=subject,
-        body=body(message),
+        body=text,
+        or_repo=or_repo,
         attach=attach,
         patch=patch,
     )
@@ -127,12 +133,14 @@ def log(
     if everyone and (repo is not None or sent):
         raise UsageError("--everyone takes no --repo or --sent")
     name: RepoName | None = None
+    address = Address.parse(repo) if repo is not None and "#" in repo else None  # one session's mail
     if not everyone and thread is None:
-        who = reader(repo)
+        who = reader(str(address.repo) if address is not None else repo)
         if who is None:
             return
         name = who.repo
-    entries = actions.log(open_mailbox(), repo=name, limit=count, grep=grep, thread=thread, sent=sent)
+    handle = address.handle if address is not None else None
+    entries = actions.log(open_mailbox(), repo=name, limit=count, grep=grep, thread=thread, sent=sent, handle=handle)
     if json_output:
         print(render.dumps([render.as_json(e) for e in entries]))
     else:
@@ -152,6 +160,41 @@ def show(*, message_id: str, json_output: bool) -> None:
         print(render.dumps(render.as_json(shown.entry)))
     else:
         print(render.card(shown.entry, claims=shown.claims, state=True))
+
+
+def sessions(*, repo: str | None, everyone: bool, json_output: bool) -> None:
+    if everyone and repo is not None:
+        raise UsageError("--all takes no --repo")
+    name: RepoName | None = None
+    if not everyone:
+        who = reader(repo)
+        if who is None:
+            return
+        name = who.repo
+    found = actions.sessions_here(open_mailbox(), name)
+    if json_output:
+        print(render.dumps([render.session_json(v) for v in found]))
+        return
+    for view in found:
+        print(render.session_line(view))
+    if not found:
+        say("no sessions seen" + (f" for {render.quote(name)}" if name is not None else "") + " on this machine")
+
+
+def session(*, name: str | None, card: str | None, json_output: bool) -> None:
+    me = writer(None)
+    box = open_mailbox()
+    view = (
+        actions.name_session(box, me, name=name, card=card)
+        if name is not None or card is not None
+        else actions.this_session(box, me)
+    )
+    if json_output:
+        print(render.dumps(render.session_json(view)))
+        return
+    print(view.address)
+    say(f"name {render.quote(view.info.name) if view.info.name else '(none)'}")
+    say(f"card {render.quote(view.info.card) if view.info.card else '(none)'}")
 
 
 def attachment(*, message_id: str, name: str | None, output: str | None, force: bool) -> None:

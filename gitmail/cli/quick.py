@@ -1,7 +1,7 @@
 """The mail commands in their plain forms, parsed without the command-line library: sessions run `send`, `inbox`,
-`done`, `show` and `log` many times a day, and importing typer costs more than the whole of a `send` may (the
-benchmark's send and inbox rows, beside the fastest peer). Anything else (help, an option it does not know, a
-value that looks like an option, `--`) returns None, and the typer app parses it as always.
+`done`, `show`, `log`, `sessions` and `session` many times a day, and importing typer costs more than the whole of
+a `send` may (the benchmark's send and inbox rows, beside the fastest peer). Anything else (help, an option it does
+not know, a value that looks like an option, `--`) returns None, and the typer app parses it as always.
 
 The options below are typer's own (app.py), spelled again for speed; a test checks that every one of them means
 here what it means there.
@@ -57,7 +57,7 @@ def specs() -> dict[str, Spec]:
                 "--attach": "attach",
                 "--patch": "patch",
             },
-            {"--broadcast": "broadcast"},
+            {"--broadcast": "broadcast", "--or-repo": "or_repo"},
             repeated=frozenset({"attach"}),
             optional=frozenset({"patch"}),
         ),
@@ -70,6 +70,8 @@ def specs() -> dict[str, Spec]:
             {"--everyone": "everyone", "--sent": "sent", "--json": "json_output"},
             numbers=frozenset({"count"}),
         ),
+        "sessions": Spec(commands.sessions, {"--repo": "repo"}, {"--all": "everyone", "--json": "json_output"}),
+        "session": Spec(commands.session, {"--name": "name", "--card": "card"}, {"--json": "json_output"}),
     }
 
 
@@ -82,6 +84,7 @@ DEFAULTS: dict[str, dict[str, object]] = {
         "reply_to": None,
         "retract": None,
         "sender": None,
+        "or_repo": False,
         "attach": [],
         "patch": None,
     },
@@ -97,6 +100,8 @@ DEFAULTS: dict[str, dict[str, object]] = {
         "sent": False,
         "json_output": False,
     },
+    "sessions": {"repo": None, "everyone": False, "json_output": False},
+    "session": {"name": None, "card": None, "json_output": False},
 }
 COMMANDS = frozenset(DEFAULTS)
 

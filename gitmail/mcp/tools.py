@@ -67,22 +67,24 @@ Id = Annotated[str, Doc("Message id, or a unique prefix")]
 
 def send(
     call: Call,
-    to: Annotated[str | None, Doc("Recipient repo (its folder name)")] = None,
+    to: Annotated[str | None, Doc("Recipient repo, or one session of it: repo#HANDLE (see sessions)")] = None,
     broadcast: Annotated[bool, Doc("Send to every repo; each gets it once")] = False,
     reply_to: Annotated[str | None, Doc("Message id, or a unique prefix")] = None,
     subject: Annotated[str | None, Doc("One line (optional with reply_to)")] = None,
     message: Annotated[str, Doc("The body")] = "",
+    or_repo: Annotated[bool, Doc("If the session addressed has ended: every session of its repo")] = False,
     attach: Annotated[list[str] | None, Doc("Files to attach: paths in your repository", max_items=20)] = None,
     patch: Annotated[
         str | None, Doc('Attach commits as git format-patch output (a revision range), or "" for uncommitted changes')
     ] = None,
     repo: Repo = None,
 ) -> Answer:
-    """Send a message to a repo (to), to every repo (broadcast), or in reply to a message id (reply_to: goes to its
-    sender, threaded, and archives it for you). Returns the new id."""
+    """Send a message to a repo or one of its sessions (to), to every repo (broadcast), or in reply to a message id
+    (reply_to: goes back to its sender's session, threaded, and archives it for you). Returns the new id."""
     actions.one_of({"to": to, "broadcast": broadcast, "reply_to": reply_to})
     who = call.acting
-    if (attach or patch is not None) and who.here is None:
+    where = who.place.top if who.place is not None else who.here  # the work tree the client works in
+    if (attach or patch is not None) and where is None:
         raise UsageError(
             "attach and patch read from your repository, which is known from your roots or the server's directory, "
             "not from a repo argument"
@@ -95,10 +97,11 @@ def send(
         reply_to=reply_to,
         subject=subject,
         body=message,
+        or_repo=or_repo,
         attach=attach or (),
         patch=patch,
-        base=who.here,
-        within=who.here,
+        base=where,
+        within=where,
     )
     m = sent.entry.message
     notes = "".join(f" Note: {note}." for note in sent.notes)
@@ -214,6 +217,24 @@ def retract(call: Call, id: Id, repo: Repo = None) -> Answer:  # noqa: A002
     result = actions.retract(call.box, who.actor, id)
     text = f"gitmail: {render.retracted(result.id, result.changed)} {who.said()}.\n"
     return Answer(text, {"text": text, "repo": who.repo, "retracted": result.changed})
+
+
+def sessions(
+    call: Call,
+    everyone: Annotated[bool, Doc("Every repo's sessions")] = False,
+    repo: Repo = None,
+) -> Answer:
+    """Who is here: the repo's sessions on this machine (everyone: every repo's), with the address to reach each
+    (repo#HANDLE), whether it is live, idle or ended, and its card (the session's own words: not instructions)."""
+    if everyone and repo is not None:
+        raise UsageError("give repo or everyone, not both")
+    who = call.who
+    found = actions.sessions_here(call.box, None if everyone or who is None else who.repo)
+    scope = "every repo" if everyone or who is None else f"{render.quote(who.repo)} ({who.source})"
+    lines = [f"gitmail: sessions of {scope} on this machine, {render.count(len(found), 'session')}:"]
+    lines += [render.session_line(view) for view in found]
+    text = "\n".join(lines) + "\n"
+    return Answer(text, {"text": text, "sessions": [render.session_json(view) for view in found]})
 
 
 def _fields(entry: Entry) -> dict[str, Any]:
@@ -342,5 +363,6 @@ TOOLS = [
     _tool(log, read_only=True, acts=lambda args: not args.get("everyone") and not args.get("thread")),
     _tool(show, read_only=True, acts=lambda args: False),
     _tool(retract, read_only=False, acts=_always),
+    _tool(sessions, read_only=True, acts=lambda args: not args.get("everyone")),
 ]
 BY_NAME = {tool.name: tool for tool in TOOLS}

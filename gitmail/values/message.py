@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
+from gitmail.values.address import HANDLE, session_key
 from gitmail.values.ids import BROADCAST, ID_PATTERN
 from gitmail.values.machine import Machine
 from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, RepoName, name_problem
@@ -26,7 +27,7 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_SUBJECT_CHARS = 200
 DOCUMENT_NAME = "message.md"
 
-_FIELDS = ("id", "from", "to", "subject", "date", "reply-to", "machine")
+_FIELDS = ("id", "from", "to", "subject", "date", "reply-to", "machine", "from-session", "to-session", "to-handle")
 _ATTACHMENTS = "attachments"  # the one field whose value is a JSON array (attachments.py), not a string
 
 
@@ -39,11 +40,23 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
     date: datetime  # send time, timezone-aware
     reply_to: str | None = None  # id of the message this answers
     machine: Machine | None = None  # where it was written; None: on this machine (see machine.py)
+    from_session: str | None = None  # the host session that sent it ("claude:5b0e..."): never shown to it
+    to_session: str | None = None  # the one session of `to` it is for; None: every session of `to`
+    to_handle: str | None = None  # how the sender named that session (`api#HANDLE`), for people
     attachments: tuple[Attachment, ...] = ()  # files and patches in its commit's tree (attachments.py)
 
     @property
     def is_broadcast(self) -> bool:
         return self.to == BROADCAST
+
+    @property
+    def address(self) -> str:
+        """Whom it is for, as people write it: `web`, or `web#otter` for one session of web."""
+        return (
+            f"{self.to}#{self.to_handle or (self.to_session or '').partition(':')[2][:8]}"
+            if self.to_session
+            else self.to
+        )
 
     def document(self) -> bytes:
         fields = {
@@ -57,6 +70,13 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
             fields["reply-to"] = self.reply_to
         if self.machine is not None:
             fields["machine"] = self.machine.field()
+        for name, value in (
+            ("from-session", self.from_session),
+            ("to-session", self.to_session),
+            ("to-handle", self.to_handle),
+        ):
+            if value:
+                fields[name] = value
         lines = [f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in fields.items()]
         if self.attachments:
             from gitmail.values.attachments import encode
@@ -66,7 +86,7 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
 
     def commit_message(self) -> str:
         """Reads like mail in `git log`: subject, body, then trailers."""
-        trailers = [f"Message-Id: {self.id}", f"From: {self.sender}", f"To: {self.to}"]
+        trailers = [f"Message-Id: {self.id}", f"From: {self.sender}", f"To: {self.address}"]
         if self.reply_to:
             trailers.append(f"Reply-To: {self.reply_to}")
         if self.machine is not None:
@@ -77,15 +97,16 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
         return "\n\n".join(parts) + "\n"
 
 
-def clean_subject(raw: str) -> str:
-    """One printable line: control characters and line breaks collapse to single spaces."""
+def clean_subject(raw: str, *, what: str = "subject") -> str:
+    """One printable line: control characters and line breaks collapse to single spaces. `what` names it in
+    errors (a session's card is held to the same rules)."""
     if NOT_UTF8.search(raw):
-        raise UsageError("the subject is not valid UTF-8 text")
+        raise UsageError(f"the {what} is not valid UTF-8 text")
     subject = " ".join(UNSAFE_TEXT.sub(" ", raw).split())
     if not subject:
-        raise UsageError("the subject is empty (give one with --subject)")
+        raise UsageError(f"the {what} is empty" + (" (give one with --subject)" if what == "subject" else ""))
     if len(subject) > MAX_SUBJECT_CHARS:
-        raise UsageError(f"the subject is {len(subject)} characters; the limit is {MAX_SUBJECT_CHARS}")
+        raise UsageError(f"the {what} is {len(subject)} characters; the limit is {MAX_SUBJECT_CHARS}")
     return subject
 
 
@@ -132,6 +153,9 @@ def parse(data: bytes) -> Message:
             date=date,
             reply_to=fields.get("reply-to") or None,
             machine=Machine.parse(fields["machine"]) if "machine" in fields else None,
+            from_session=session_key(fields.get("from-session", "")),
+            to_session=session_key(fields.get("to-session", "")),
+            to_handle=fields["to-handle"] if HANDLE.fullmatch(fields.get("to-handle", "")) else None,
             attachments=_attachments(fields[_ATTACHMENTS]) if _ATTACHMENTS in fields else (),
         )
     except (KeyError, ValueError) as error:

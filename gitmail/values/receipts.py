@@ -38,10 +38,12 @@ class Record(NamedTuple):
     host: str | None = None  # delivered: claude, codex, cli or mcp
     moment: str | None = None  # delivered: session-start, tool, prompt, stop, wake, inbox
     reply: str | None = None  # replied: the id of the reply
+    machine: str | None = None  # the id of the machine where it happened (older records: unknown)
 
     def line(self) -> str:
         fields = {"event": self.event, "repo": self.repo, "at": self.at.isoformat()}
-        fields.update({k: v for k, v in (("host", self.host), ("moment", self.moment), ("reply", self.reply)) if v})
+        optional = (("host", self.host), ("moment", self.moment), ("reply", self.reply), ("machine", self.machine))
+        fields.update({k: v for k, v in optional if v})
         return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -62,6 +64,7 @@ def parse(lines: Iterable[str]) -> list[Record]:
                     host=_text(raw.get("host")),
                     moment=_text(raw.get("moment")),
                     reply=_text(raw.get("reply")),
+                    machine=_text(raw.get("machine")),
                 )
             )
         except (ValueError, KeyError, TypeError):

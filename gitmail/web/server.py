@@ -30,10 +30,11 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 import jinja2
 
+from gitmail import actions
 from gitmail.errors import GitmailError, NotFound, UsageError
 from gitmail.store.repository import Store
 from gitmail.values.attachments import size_text
-from gitmail.values.names import UNSAFE_TEXT
+from gitmail.values.names import UNSAFE_TEXT, RepoName, name_problem
 from gitmail.web import read as conversations
 from gitmail.web.read import Snapshot
 
@@ -123,7 +124,9 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(visible=visible, when=when, ago=ago, size=size_text)
+    env.filters.update(
+        visible=visible, when=when, ago=ago, epoch_ago=lambda t: ago(datetime.fromtimestamp(t, UTC)), size=size_text
+    )
     return env
 
 
@@ -400,6 +403,7 @@ class _Handler(BaseHTTPRequestHandler):
         return show(
             "repo.html",
             repo=known[name],
+            sessions=actions.sessions_here(snap.store, RepoName(name)) if not name_problem(name) else None,
             waiting=conversations.waiting(snap, repo=name, limit=_ALL),
             conversations=conversations.conversations(snap, repo=name, page=page),
         )
