@@ -304,3 +304,25 @@ def test_a_message_without_a_patch_has_nothing_to_apply(box: Store, origin: Path
         f"gitmail: error: message {plain.message.id} carries no patch sent with --patch; name the attachment to "
         "apply (its attachments: none)\n",
     )
+
+
+def test_a_linked_worktree_sends_and_applies_its_own_changes(box: Store, origin: Path, cli: CliRunner) -> None:
+    """A linked worktree is its repository for mail, but a patch is made from, and applied to, the work tree the
+    command runs in."""
+    feature = origin.parent / "api-feature"
+    git(origin, "worktree", "add", "-q", "-b", "feature", str(feature))
+    (feature / "f.txt").write_text("one\ntwo\nthree\nfrom the worktree\n")
+    (origin / "f.txt").write_text("one\ntwo\nthree\nfrom the main work tree\n")
+    sent = cli("send", "--to", "web", "-s", "wip", "--patch", cwd=feature)
+    assert sent.code == 0, sent.err
+    item = mailbox.show(box, sent.out.strip()).message.attachments[0]
+    patch = mailbox.attachment_content(box, mailbox.show(box, sent.out.strip()), item)
+    assert b"+from the worktree" in patch and b"main work tree" not in patch
+
+    web = clone(origin, "web")
+    side = origin.parent / "web-side"
+    git(web, "worktree", "add", "-q", "-b", "side", str(side))
+    done = cli("apply", sent.out.strip(), cwd=side)
+    assert done.code == 0, done.err
+    assert (side / "f.txt").read_text().endswith("from the worktree\n")
+    assert (web / "f.txt").read_text() == "one\ntwo\nthree\n" and git(web, "status", "--porcelain") == ""
