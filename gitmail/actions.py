@@ -13,6 +13,10 @@ gitmail's Python API:
     mail = actions.inbox(box, web)                    # .text (framed as a session sees it), .shown, .mail
     actions.send(box, web, reply_to=sent.entry.message.id, body="Switched.")
     actions.done(box, api, ids=[...])
+    # files read from the current directory, and a patch of the repository there (docs/attachments.md)
+    actions.send(box, api, to="web", subject="The fix", attach=["fixture.json"], patch="HEAD~1")
+    actions.save_attachment(box, "7kq2", "fixture.json")   # into the current directory
+    actions.apply(box, Actor(RepoName("web"), Path.home() / "src" / "web"), "7kq2")   # into that repository
 
 Expected failures raise `gitmail.errors.GitmailError` (a usage mistake is its subclass `UsageError`).
 """
@@ -41,12 +45,15 @@ from gitmail.values.machine import Machine
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
 from gitmail.values.verdict import Key
-from gitmail.workspace import Actor, Session
+from gitmail.workspace import Actor, Session, toplevel
 
 if TYPE_CHECKING:
+    from gitmail.project import Applied, Gathered
     from gitmail.store.keys import Survey
     from gitmail.sync.engine import Outcome
     from gitmail.sync.remotes import Remote, SyncError
+    from gitmail.values.attachments import Attachment
+    from gitmail.values.outgoing import Outgoing
 
 __all__ = ["open_mailbox"]  # the entry point of the API, re-exported
 
@@ -73,6 +80,9 @@ def one_of(options: Mapping[str, object]) -> str:
     return given[0]
 
 
+UNCOMMITTED = ""  # `send(patch=UNCOMMITTED)`: the uncommitted changes against HEAD, not commits
+
+
 def send(
     box: Store,
     actor: Actor,
@@ -85,63 +95,80 @@ def send(
     when: datetime | None = None,
     or_repo: bool = False,
     urgency: str | None = None,
+    attach: Sequence[str | os.PathLike[str]] = (),
+    patch: str | None = None,
+    base: Path | None = None,
+    within: Path | None = None,
 ) -> Sent:
     """Send to a repo or one session of it (`to`: `web`, `web#HANDLE`), to every repo (`broadcast`), or in reply to
     a message (`reply_to`: to its sender, to the very session that asked when one did, threaded, archiving it for
     the replier). A subject is needed except for a reply. Sent from inside a session, the message is never shown to
     that session. `or_repo`: when the session addressed has ended, every session of its repo gets it instead.
-    `urgency`: now, normal (the default) or low; delivery.py says what each does."""
+    `urgency`: now, normal (the default) or low; delivery.py says what each does.
+
+    `attach`: files to carry in the message (any bytes), read relative to `base` (default: the current directory).
+    `patch`: a revision range whose commits are attached as `git format-patch` writes them, or UNCOMMITTED for the
+    uncommitted changes against HEAD; made in the actor's work tree. `within`: a directory files must lie in
+    (through links too), which is then also where the patch is made (the MCP server's client's work tree)."""
     mode = one_of({"to": to, "broadcast": broadcast, "reply_to": reply_to})
     level = levels.parse(urgency)
     if subject is None and mode != "reply_to":
         raise UsageError("a subject is required")
     me = actor.session.key if actor.session is not None else None
     notes: list[str] = []
-    if reply_to is not None:
-        asked = mailbox.show(box, reply_to).message
-        follow_up = asked.sender == actor.repo and (asked.from_session is None or asked.from_session == me)
-        asking = session_of(box, asked.from_session) if not follow_up else None
-        handle = asking.handle if asking is not None else None
-        entry = mailbox.reply(
-            box, sender=actor.repo, to_id=reply_to, subject=subject, body=body, when=when, from_session=me,
-            to_handle=handle, urgency=level,
-        )  # fmt: skip
-        if asking is not None and asking.info.state == "ended":
-            notes.append(
-                f"the session that asked ({render.quote(asking.address)}) has ended: every session of "
-                f"{render.quote(entry.message.to)} gets the reply"
-            )
-    elif broadcast:
-        entry = mailbox.broadcast(
-            box, sender=actor.repo, subject=subject or "", body=body, when=when, from_session=me, urgency=level
-        )
-    else:
-        assert to is not None
-        address = Address.parse(to)
-        if address.handle is not None and not name_problem(to) and mailbox.known(box, RepoName(to)):
-            address = Address(RepoName(to))  # a repo whose very name holds a '#' (its folder's) is that repo
-        target = find_session(box, address) if address.handle else None
-        to_session = target.info.key if target is not None else None
-        if target is not None and target.info.state == "ended":
-            ended = f"{render.quote(target.address)} ended {render.when_epoch(target.info.ended)}"
-            if or_repo:
-                to_session = None
-                notes.append(f"{ended}; every session of {render.quote(address.repo)} gets the message instead")
-            else:
+    gathered = gather(box, actor, attach=attach, patch=patch, base=base, within=within)
+    outgoing = [g.outgoing for g in gathered]
+    notes += [note for g in gathered for note in g.notes]
+    try:
+        if reply_to is not None:
+            asked = mailbox.show(box, reply_to).message
+            follow_up = asked.sender == actor.repo and (asked.from_session is None or asked.from_session == me)
+            asking = session_of(box, asked.from_session) if not follow_up else None
+            handle = asking.handle if asking is not None else None
+            entry = mailbox.reply(
+                box, sender=actor.repo, to_id=reply_to, subject=subject, body=body, when=when, from_session=me,
+                to_handle=handle, attachments=outgoing, urgency=level,
+            )  # fmt: skip
+            if asking is not None and asking.info.state == "ended":
                 notes.append(
-                    f"{ended}; the message waits for it to resume (send with --or-repo for every session of "
-                    f"{render.quote(address.repo)} instead)"
+                    f"the session that asked ({render.quote(asking.address)}) has ended: every session of "
+                    f"{render.quote(entry.message.to)} gets the reply"
                 )
-        new_name = target is None and not mailbox.known(box, address.repo)
-        entry = mailbox.send(
-            box, sender=actor.repo, to=address.repo, subject=subject or "", body=body, when=when, from_session=me,
-            to_session=to_session, to_handle=address.handle if to_session else None, urgency=level,
-        )  # fmt: skip
-        if new_name:
-            notes.append(
-                f"no repo named {render.quote(address.repo)} has used this mailbox yet; it gets the message when a "
-                "session starts in a repository of that name"
-            )
+        elif broadcast:
+            entry = mailbox.broadcast(
+                box, sender=actor.repo, subject=subject or "", body=body, when=when, from_session=me,
+                attachments=outgoing, urgency=level,
+            )  # fmt: skip
+        else:
+            assert to is not None
+            address = Address.parse(to)
+            if address.handle is not None and not name_problem(to) and mailbox.known(box, RepoName(to)):
+                address = Address(RepoName(to))  # a repo whose very name holds a '#' (its folder's) is that repo
+            target = find_session(box, address) if address.handle else None
+            to_session = target.info.key if target is not None else None
+            if target is not None and target.info.state == "ended":
+                ended = f"{render.quote(target.address)} ended {render.when_epoch(target.info.ended)}"
+                if or_repo:
+                    to_session = None
+                    notes.append(f"{ended}; every session of {render.quote(address.repo)} gets the message instead")
+                else:
+                    notes.append(
+                        f"{ended}; the message waits for it to resume (send with --or-repo for every session of "
+                        f"{render.quote(address.repo)} instead)"
+                    )
+            new_name = target is None and not mailbox.known(box, address.repo)
+            entry = mailbox.send(
+                box, sender=actor.repo, to=address.repo, subject=subject or "", body=body, when=when,
+                from_session=me, to_session=to_session, to_handle=address.handle if to_session else None,
+                attachments=outgoing, urgency=level,
+            )  # fmt: skip
+            if new_name:
+                notes.append(
+                    f"no repo named {render.quote(address.repo)} has used this mailbox yet; it gets the message "
+                    "when a session starts in a repository of that name"
+                )
+    finally:
+        _close(outgoing)
     if actor.here is not None:
         claim(box, repo=actor.repo, path=actor.here)
     from gitmail.sync import background
@@ -149,6 +176,99 @@ def send(
     background.after_send(box)
     arrivals.after_arrival(box, None if entry.message.is_broadcast else [entry.message.to])
     return Sent(entry, tuple(notes))
+
+
+def gather(
+    box: Store,
+    actor: Actor,
+    *,
+    attach: Sequence[str | os.PathLike[str]] = (),
+    patch: str | None = None,
+    base: Path | None = None,
+    within: Path | None = None,
+) -> list[Gathered]:
+    """The attachments a send carries, each checked, named and measured before anything is written: the files
+    opened (closed by the caller), the patch made, names made safe and unique, and the mailbox's limits on their
+    number and total size kept (each refusal names the file and the limit)."""
+    if not attach and patch is None:
+        return []
+    from gitmail import project
+    from gitmail.values import attachments
+
+    limit, most = _limits(box)
+    if len(attach) + (patch is not None) > most:
+        raise UsageError(
+            f"{len(attach) + (patch is not None)} attachments; a message may carry at most {most} "
+            f"(gitmail.{attachments.COUNT_SETTING} in the mailbox's config)"
+        )
+    found: list[Gathered] = []
+    try:
+        total = 0
+        for given in attach:
+            found.append(project.read_file(given, base=base, within=within))
+            total = _within_limit(found[-1].outgoing, total, limit)
+        if patch is not None:
+            work_tree = actor.place.top if actor.place is not None else actor.here
+            top = within or work_tree or toplevel(base or os.getcwd())
+            if top is None:
+                raise UsageError("--patch needs a git repository: run it inside one")
+            found.append(project.make_patch(top, patch))
+            total = _within_limit(found[-1].outgoing, total, limit)
+        names = attachments.unique([g.outgoing.name for g in found])
+        for index, (gathered, name) in enumerate(zip(found, names, strict=True)):
+            if name != gathered.outgoing.name:
+                first, second = project.quoted(gathered.outgoing.name), project.quoted(name)
+                note = f"a second attachment named {first} is attached as {second}"
+                found[index] = gathered._replace(outgoing=gathered.outgoing._replace(name=name))
+                found[index] = found[index]._replace(notes=(*gathered.notes, note))
+    except BaseException:
+        _close([g.outgoing for g in found])
+        raise
+    return found
+
+
+def _limits(box: Store) -> tuple[int, int]:
+    """The total size and the number of attachments one message may carry (the mailbox's config may change them)."""
+    from gitmail.values import attachments
+
+    limit, most = attachments.DEFAULT_LIMIT, attachments.DEFAULT_COUNT
+    if not box.exists():
+        return limit, most
+    for setting in (attachments.LIMIT_SETTING, attachments.COUNT_SETTING):
+        text = box.setting(setting)
+        if text is None:
+            continue
+        value = attachments.parse_size(text)
+        if value is None or value < 1:
+            raise GitmailError(f"gitmail.{setting} in the mailbox's config is {text!r}, not a number (e.g. 25m)")
+        if setting == attachments.LIMIT_SETTING:
+            limit = value
+        else:
+            most = value
+    return limit, most
+
+
+def _within_limit(item: Outgoing, total: int, limit: int) -> int:
+    from gitmail.values.attachments import LIMIT_SETTING, size_text
+
+    total += item.size
+    if total > limit:
+        said = (
+            f"{item.label} is {size_text(item.size)}"
+            if total == item.size
+            else (f"{item.label} ({size_text(item.size)}) brings them to {size_text(total)}")
+        )
+        raise UsageError(
+            f"{said}: a message's attachments may take at most {size_text(limit)} together "
+            f"(gitmail.{LIMIT_SETTING} in the mailbox's config; nothing was sent)"
+        )
+    return total
+
+
+def _close(outgoing: Sequence[Outgoing]) -> None:
+    for item in outgoing:
+        if item.source is not None:
+            item.source.close()
 
 
 # -- sessions ------------------------------------------------------------------------------------------------------
@@ -333,6 +453,79 @@ def show(box: Store, actor: Actor | None, message_id: str) -> Shown:
     if actor is not None and actor.session is not None and entry.recipient == actor.repo:
         sessions.saw(box.path, actor.session.host, actor.session.id, {entry.message.id})
     return Shown(entry, load_claims(box))
+
+
+class Saved(NamedTuple):
+    entry: Entry
+    attachment: Attachment
+    path: Path | None  # where it was written; None: to standard output
+
+
+def save_attachment(
+    box: Store,
+    message_id: str,
+    name: str | None = None,
+    *,
+    output: str | os.PathLike[str] | None = None,
+    force: bool = False,
+) -> Saved:
+    """Write one of a message's attachments out: into the current directory under its own (safe) name, or to
+    `output` (a file, a directory to put it in, or "-" for standard output). An existing file is replaced only with
+    `force`; the file appears whole or not at all."""
+    from gitmail import project
+
+    entry = mailbox.show(box, message_id)
+    item = mailbox.attachment(entry, name)
+    if output is not None and os.fspath(output) == "-":
+        mailbox.write_attachment(box, entry, item, 1)
+        return Saved(entry, item, None)
+    target = Path(os.getcwd()) / item.name if output is None else Path(output).expanduser()
+    if target.is_dir():
+        target = target / item.name
+    project.write_out(target, lambda fd: mailbox.write_attachment(box, entry, item, fd), force=force)
+    return Saved(entry, item, target)
+
+
+class Patched(NamedTuple):
+    entry: Entry
+    attachment: Attachment
+    top: Path  # the work tree it was applied to
+    kind: str  # commits (applied with git am) or uncommitted (git apply)
+    result: Applied
+    note: str | None = None  # a receipt that could not be written
+
+
+def apply(box: Store, actor: Actor, message_id: str, name: str | None = None) -> Patched:
+    """Apply a message's patch to the actor's repository (`git am --3way` for commits, `git apply --index --3way`
+    for uncommitted changes) and record on the message whether it applied. Refused, with nothing changed, in a
+    repository with uncommitted changes to tracked files or in the middle of another git operation."""
+    from gitmail import project
+    from gitmail.values.attachments import COMMITS, UNCOMMITTED
+
+    top = actor.place.top if actor.place is not None else actor.here
+    if top is None:
+        raise UsageError("gitmail apply works on the repository you are in: run it inside one")
+    entry = mailbox.show(box, message_id)
+    if name is None:
+        patches = [a for a in entry.message.attachments if a.patch is not None]
+        if len(patches) != 1:
+            listed = ", ".join(render.quote(a.name) for a in entry.message.attachments) or "none"
+            raise UsageError(
+                f"message {entry.message.id} carries {len(patches) or 'no'} patch{'es' if len(patches) > 1 else ''} "
+                f"sent with --patch; name the attachment to apply (its attachments: {listed})"
+            )
+        item = patches[0]
+    else:
+        item = mailbox.attachment(entry, name)
+    data = mailbox.attachment_content(box, entry, item)
+    kind = item.patch or (COMMITS if data.startswith(b"From ") else UNCOMMITTED)
+    result = project.apply_patch(top, data, kind)
+    note = None
+    try:
+        mailbox.record_applied(box, repo=actor.repo, entry=entry, applied=result.ok)
+    except GitmailError as error:
+        note = f"the receipt for {entry.message.id} could not be written: {error}"
+    return Patched(entry, item, top, kind, result, note)
 
 
 def log(

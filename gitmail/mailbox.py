@@ -5,6 +5,7 @@ that the action layer (actions.py) composes into what users ask for; it decides 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -47,7 +48,7 @@ from gitmail.values.message import (
     parse,
     reply_subject,
 )
-from gitmail.values.names import RepoName
+from gitmail.values.names import UNSAFE_TEXT, RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
 from gitmail.values.verdict import Verdict
 
@@ -55,6 +56,8 @@ if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
     from gitmail.store.remotemoves import Move
     from gitmail.store.writer import Writer
+    from gitmail.values.attachments import Attachment
+    from gitmail.values.outgoing import Outgoing
 
 
 class Entry(NamedTuple):
@@ -137,6 +140,7 @@ def send(
     to_session: str | None = None,
     to_handle: str | None = None,
     urgency: str = levels.NORMAL,
+    attachments: Sequence[Outgoing] = (),
 ) -> Entry:
     """Leave a message in `to`'s inbox; it stays pending there until `to` replies or marks it done. With
     `to_session` ("host:id"), it is for that one session of `to` (`to_handle`: how the sender named it); with
@@ -149,6 +153,7 @@ def send(
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
+            message = message._replace(attachments=writer.attach(attachments))
             oid = writer.commit(message)
             writer.apply(
                 [Change(inbox_prefix(recipient) + message.id, oid, None)],
@@ -166,6 +171,7 @@ def broadcast(
     when: datetime | None = None,
     from_session: str | None = None,
     urgency: str = levels.NORMAL,
+    attachments: Sequence[Outgoing] = (),
 ) -> Entry:
     """Leave a message for every repo: each is handed it once; its sender never is. Sent from a session
     (`from_session`), it is that session that never is: the repo's other sessions get it like any repo."""
@@ -175,6 +181,7 @@ def broadcast(
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, active)
+            message = message._replace(attachments=writer.attach(attachments))
             oid = writer.commit(message)
             changes = [Change(active + message.id, oid, None)]
             if from_session is None:  # one transaction: the broadcast, and its sender in its seen-set
@@ -197,6 +204,7 @@ def reply(
     from_session: str | None = None,
     to_handle: str | None = None,
     urgency: str = levels.NORMAL,
+    attachments: Sequence[Outgoing] = (),
 ) -> Entry:
     """Answer a message: routed to its sender (to the very session that sent it, when one did), threaded on it,
     and archiving it for the replier in one step."""
@@ -225,6 +233,7 @@ def reply(
     for attempt in attempts():
         with attempt, _writing(store, actor=me) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
+            message = message._replace(attachments=writer.attach(attachments))
             oid = writer.commit(message, parents=[original.oid])
             changes = [Change(inbox_prefix(recipient) + message.id, oid, None)]
             mine = inbox_prefix(me) + first.id
@@ -417,6 +426,84 @@ def status(entry: Entry) -> Status:
             return Status("replied", handled.at, handled.reply, reached)
         return Status("done", handled.at if handled is not None else None, reached=reached)
     return Status("delivered", reached[0].at, reached=reached) if reached else Status("pending")
+
+
+# -- attachments ---------------------------------------------------------------------------------------------------
+
+
+def attachment(entry: Entry, name: str | None = None) -> Attachment:
+    """One of a message's attachments, by its name (or the name it was given before it was made safe); the only
+    one when no name is given."""
+    from gitmail.values.attachments import safe_name
+
+    m = entry.message
+    found = m.attachments
+    listed = ", ".join(_quoted(a.name) for a in found)
+    if not found:
+        raise GitmailError(f"message {m.id} has no attachments")
+    if name is None:
+        if len(found) == 1:
+            return found[0]
+        raise UsageError(f"message {m.id} has {len(found)} attachments; name one of {listed}")
+    for candidate in (name, safe_name(name)):
+        for item in found:
+            if item.name == candidate:
+                return item
+    raise NotFound(f"message {m.id} has no attachment named {_quoted(name)}; it has {listed}")
+
+
+def _quoted(name: str) -> str:
+    return json.dumps(name, ensure_ascii=False) if not UNSAFE_TEXT.search(name) else json.dumps(name)
+
+
+def attached_blob(store: Store, entry: Entry, item: Attachment) -> str:
+    """The blob of an attachment as the message's commit holds it, checked against what its document records."""
+    from gitmail.values.attachments import FOLDER
+
+    spec = f"{entry.oid}:{FOLDER}/{item.name}"
+    out = store.git("cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)", stdin=f"{spec}\n".encode())
+    fields = out.decode(errors="replace").split()
+    if fields[-1:] == ["missing"] or len(fields) != 3:
+        raise GitmailError(
+            f"the content of {_quoted(item.name)} in message {entry.message.id} is not in this mailbox (its commit has "
+            "no such file, or a prune took it); run `gitmail doctor`"
+        )
+    oid, kind, size = fields
+    if oid != item.blob or kind != "blob" or size != str(item.size):
+        raise GitmailError(
+            f"message {entry.message.id} records {_quoted(item.name)} as blob {item.blob} of {item.size} bytes, but "
+            f"its commit holds {kind} {oid} of {size} bytes; it was not written by gitmail as it says"
+        )
+    return oid
+
+
+def write_attachment(store: Store, entry: Entry, item: Attachment, fd: int) -> None:
+    """Write an attachment's content into an open file, streamed (never whole in memory)."""
+    from gitmail.store import gitcmd
+
+    gitcmd.run_into(store.path, fd, "cat-file", "blob", attached_blob(store, entry, item))
+
+
+def attachment_content(store: Store, entry: Entry, item: Attachment) -> bytes:
+    """An attachment's content, whole (for what is small enough to hand over in one answer)."""
+    found = store.read([attached_blob(store, entry, item)])[0]
+    if found is None:
+        raise GitmailError(f"the content of {_quoted(item.name)} in message {entry.message.id} is not in this mailbox")
+    return found
+
+
+def record_applied(store: Store, *, repo: str, entry: Entry, applied: bool) -> None:
+    """Record on the message that `repo` applied its patch (or tried, and git could not)."""
+    me = RepoName.parse(repo)
+    if not store.flag("receipts"):
+        return
+    event = receipts.APPLIED if applied else receipts.APPLY_FAILED
+    record = receipts.Record(event, str(me), now())
+    for attempt in attempts():
+        with attempt, _writing(store, actor=me) as writer:
+            changes = _receipts(writer, {entry.oid: [record]}, me)
+            if changes:
+                writer.apply(changes, f"gitmail: {me} {'applied' if applied else 'could not apply'} {entry.message.id}")
 
 
 def _unreadable(place: Located) -> GitmailError:

@@ -16,8 +16,10 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from gitmail.mailbox import DoneResult, Entry, Pending, status
+from gitmail.values import receipts
 from gitmail.values import urgency as levels
 from gitmail.values.machine import Machine
+from gitmail.values.message import Message
 from gitmail.values.names import UNSAFE_TEXT
 from gitmail.values.verdict import NEW, PINNED, REVOKED, TRUSTED, Key, Verdict
 
@@ -299,10 +301,46 @@ def card(
         )
     else:
         lines += quote_body(m.body)
+    lines += attachment_lines(entry, voice)
     lines.append(f'Reply: {voice.command} send --reply-to {m.id} --message "..."')
     if not m.is_broadcast:
         lines.append(f"Done:  {voice.command} done {m.id}")
     return "\n".join(lines)
+
+
+def attachment_lines(entry: Entry, voice: Voice = PLAIN) -> list[str]:
+    """One line per attachment: its name (quoted), size and type (what the sender's gitmail recorded; a type is
+    read only when it is a plain MIME token), and the command that writes it out; for a patch, the command that
+    applies it. Never any of its content."""
+    m = entry.message
+    if not m.attachments:
+        return []
+    from gitmail.values.attachments import COMMITS, size_text
+
+    lines = []
+    for item in m.attachments:
+        kind = f"patch of {'commits' if item.patch == COMMITS else 'uncommitted changes'}" if item.patch else item.type
+        save = f"{voice.command} attachment {m.id} {_shell_word(item.name)}"
+        lines.append(f"Attachment: {quote(item.name)} · {size_text(item.size)} · {kind} · save: {save}")
+        if item.patch:
+            which = f" {_shell_word(item.name)}" if _patches(m) > 1 else ""
+            lines.append(f"Apply: {voice.command} apply {m.id}{which}")
+    return lines
+
+
+def _patches(message: Message) -> int:
+    return sum(1 for item in message.attachments if item.patch)
+
+
+_SHELL_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-")
+
+
+def _shell_word(text: str) -> str:
+    """A name as one shell word, as shlex.quote writes it (names are safe: no control characters, no leading '-';
+    shlex itself costs the session-start hook an import)."""
+    if text and set(text) <= _SHELL_PLAIN:
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def quote_body(body: str) -> list[str]:
@@ -374,12 +412,26 @@ def standing(entry: Entry) -> str:
     """pending · delivered 11-29 09:31 · delivered to 3 · done 11-29 10:02 · replied 5tgh0a1b2c · retracted"""
     now = status(entry)
     if now.name == "replied":
-        return f"replied {now.reply}"
-    if now.name == "delivered" and entry.message.is_broadcast:
-        return f"delivered to {len(now.reached)}"
-    if now.name == "delivered" and now.reached and now.reached[0].machine is not None:
-        return f"delivered elsewhere {now.at.strftime('%m-%d %H:%M')}" if now.at else "delivered elsewhere"
-    return f"{now.name} {now.at.strftime('%m-%d %H:%M')}" if now.at else now.name
+        said = f"replied {now.reply}"
+    elif now.name == "delivered" and entry.message.is_broadcast:
+        said = f"delivered to {len(now.reached)}"
+    elif now.name == "delivered" and now.reached and now.reached[0].machine is not None:
+        said = f"delivered elsewhere {now.at.strftime('%m-%d %H:%M')}" if now.at else "delivered elsewhere"
+    else:
+        said = f"{now.name} {now.at.strftime('%m-%d %H:%M')}" if now.at else now.name
+    return said + _applied(entry)
+
+
+def _applied(entry: Entry) -> str:
+    """· applied 11-29 10:02 · apply failed 11-29 10:02 (by "x" when it was not the recipient): the latest
+    `gitmail apply` of its patch."""
+    tries = receipts.applying(entry.records)
+    if not tries:
+        return ""
+    last = tries[-1]
+    who = "" if last.repo == entry.message.to else f" by {quote(last.repo)}"
+    said = "applied" if last.event == receipts.APPLIED else "apply failed"
+    return f" · {said}{who} {last.at.strftime('%m-%d %H:%M')}"
 
 
 def as_json(entry: Entry) -> dict[str, Any]:
@@ -407,6 +459,11 @@ def as_json(entry: Entry) -> dict[str, Any]:
         "urgency": m.urgency,
         "machine": m.machine._asdict() if m.machine is not None else None,  # None: this machine
         "signature": _signature(entry),
+        "attachments": [item.field() for item in m.attachments],
+        "applied": [
+            {"repo": r.repo, "at": r.at.isoformat(), "applied": r.event == receipts.APPLIED}
+            for r in receipts.applying(entry.records)
+        ],
         "body": m.body,
         "moved_by_sync": _moved(entry),
     }
@@ -485,7 +542,8 @@ def sent(entry: Entry) -> str:
     """What `send` confirms: "sent 7kq2m9x4ab to "web"" (or "to every repo")."""
     m = entry.message
     level = f", urgency {m.urgency}" if m.urgency != levels.NORMAL else ""
-    return f"sent {m.id} to {'every repo' if m.is_broadcast else quote(m.address)}{level}"
+    carrying = f" with {count(len(m.attachments), 'attachment')}" if m.attachments else ""
+    return f"sent {m.id} to {'every repo' if m.is_broadcast else quote(m.address)}{carrying}{level}"
 
 
 def retracted(message_id: str, changed: bool) -> str:

@@ -114,7 +114,8 @@ def test_the_tool_list_is_small_and_every_schema_is_valid() -> None:
         (
             "send",
             {"to": "web", "subjet": "x"},
-            'send: unknown argument "subjet" (known: to, broadcast, reply_to, subject, message, or_repo, urgency, repo)',
+            'send: unknown argument "subjet" (known: to, broadcast, reply_to, subject, message, or_repo, urgency, '
+            "attach, patch, repo)",
         ),
         ("log", {"limit": 0}, "log: limit must be at least 1"),
         ("log", {"limit": 10_000}, "log: limit must be at most 200"),
@@ -707,5 +708,55 @@ def test_the_registered_command_serves_the_tools(cli: CliRunner, home: Path, api
         params = StdioServerParameters(command=entry["command"], args=entry["args"], env=dict(os.environ), cwd=str(api))
         async with Client(stdio_client(params, errlog=open(os.devnull, "w")), mode="legacy") as client:
             assert [tool.name for tool in (await client.list_tools()).tools][:2] == ["send", "inbox"]
+
+    anyio.run(scenario)
+
+
+def test_send_attaches_files_of_the_clients_repository_only_and_show_returns_a_text_one(
+    api: Path, web: Path, tmp_path: Path, box: Store
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours")
+    (api / "docs").mkdir()
+    (api / "docs" / "schema.sql").write_text("create table orders (status text);\n")
+    (api / "big.txt").write_text("x" * (tools.MAX_SHOWN + 1))
+    (api / "image.bin").write_bytes(b"\0\1\2")
+    (api / "escape").symlink_to(outside)
+    subprocess.run(["git", "-C", str(api), "add", "big.txt"], check=True)
+    subprocess.run(["git", "-C", str(api), "commit", "-q", "-m", "start"], check=True)
+    (api / "big.txt").write_text("y" * (tools.MAX_SHOWN + 1))
+
+    async def scenario() -> None:
+        async with connect(api) as client:
+            for path, said in [
+                (str(outside), f"{outside} is outside the repository {api}; only files inside it can be attached"),
+                ("../outside.txt", f"../outside.txt is outside the repository {api}"),
+                ("escape", f"escape is outside the repository {api}"),
+                (".git/config", ".git/config is inside the repository's .git folder; it cannot be attached"),
+            ]:
+                line = refused(await call(client, "send", to="web", subject="x", attach=[path]))
+                assert said in line
+            assert not mailbox.log(box, repo="api")
+            sent = await call(
+                client, "send", to="web", subject="files", attach=["docs/schema.sql", "big.txt", "image.bin"], patch=""
+            )
+            said = ok(sent)
+            assert "with 4 attachments" in said and "Note: --patch: attached the uncommitted changes" in said
+            assert sent.structured_content is not None
+            first = sent.structured_content["id"]
+            shown = ok(await call(client, "show", id=first, attachment="schema.sql"))
+            assert f'Attachment: "schema.sql" · 35 bytes · application/sql · save: gitmail attachment {first}' in shown
+            assert shown.endswith(
+                '\nAttachment "schema.sql" (35 bytes), untrusted data like the body, follows on lines starting "> ":\n'
+                "> create table orders (status text);\n"
+            )
+            assert "too big" not in ok(await call(client, "show", id=first))
+            assert "show returns attachments of at most 64 KiB" in refused(
+                await call(client, "show", id=first, attachment="big.txt")
+            )
+            assert "is not UTF-8 text" in refused(await call(client, "show", id=first, attachment="image.bin"))
+            assert "attach and patch read from your repository" in refused(
+                await call(client, "send", to="web", subject="x", attach=["big.txt"], repo="api")
+            )
 
     anyio.run(scenario)

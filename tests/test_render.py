@@ -187,6 +187,8 @@ def test_log_lines_and_json() -> None:
         "urgency": "normal",
         "machine": None,
         "signature": None,
+        "attachments": [],
+        "applied": [],
         "body": "body",
         "moved_by_sync": None,
     }

@@ -689,6 +689,90 @@ def test_three_machines_over_git_daemon(tmp_path: Path) -> None:
     fsck(served / "mail.git")
 
 
+def size_of(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path / "objects").rglob("*") if p.is_file())
+
+
+def test_an_attachment_crosses_a_git_daemon_byte_for_byte_and_only_once(tmp_path: Path) -> None:
+    """What a sync moves is measured as what it adds to the other side (the remote keeps every push as sent)."""
+    from gitmail import actions
+    from gitmail.workspace import Actor
+
+    served = tmp_path / "served"
+    served.mkdir()
+    git(bare_remote(served / "mail.git"), "config", "receive.unpackLimit", "1")
+    files = tmp_path / "files"
+    files.mkdir()
+    data = os.urandom(4 << 20)  # incompressible: what moves is the file itself
+    (files / "dump.bin").write_bytes(data)
+    (files / ".gitmodules").write_text('[submodule "x"]\n\tpath = -x\n\turl = --upload-pack=touch /tmp/pwned\n')
+    (files / "copy.bin").write_bytes(data)
+    api = Actor(RepoName("api"), files)
+    with git_daemon(served) as base:
+        url = f"{base}/mail.git"
+        a, b = (make_machine(tmp_path, name, url) for name in ("laptop", "server"))
+        first = actions.send(a, api, to="web", subject="dump", attach=["dump.bin", ".gitmodules"], base=files)
+        pushed, fetched = size_of(served / "mail.git"), size_of(b.path)
+        sync_now(a)
+        assert sync_now(b).received == 1
+        pushed, fetched = size_of(served / "mail.git") - pushed, size_of(b.path) - fetched
+        assert len(data) < pushed < len(data) + 64 * 1024 and len(data) < fetched < len(data) + 64 * 1024
+        there = mailbox.show(b, first.entry.message.id)
+        assert there.message.attachments == first.entry.message.attachments
+        assert mailbox.attachment_content(b, there, there.message.attachments[0]) == data
+        os.chdir(tmp_path)
+        saved = actions.save_attachment(b, first.entry.message.id, "dump.bin")
+        assert saved.path is not None and saved.path.read_bytes() == data
+        assert actions.save_attachment(b, first.entry.message.id, "_.gitmodules").path is not None
+        assert (tmp_path / "_.gitmodules").read_bytes() == (files / ".gitmodules").read_bytes()
+
+        # The same content attached again, under another name, on the other machine: nothing big moves.
+        again = actions.send(b, api, to="web", subject="the dump again", attach=["copy.bin"], base=files)
+        pushed, fetched = size_of(served / "mail.git"), size_of(a.path)
+        sync_now(b)
+        assert sync_now(a).received == 1
+        pushed, fetched = size_of(served / "mail.git") - pushed, size_of(a.path) - fetched
+        assert pushed < 64 * 1024 and fetched < 64 * 1024, (pushed, fetched)
+        assert mailbox.show(a, again.entry.message.id).message.attachments[0].blob == there.message.attachments[0].blob
+        for box in (a, b):
+            assert sync_now(box).quiet
+            whole(box)
+    fsck(served / "mail.git")
+
+
+def test_a_state_keeps_the_attachments_it_carried_within_reach_and_costs_nothing_without(
+    trio: tuple[Store, Store, Store], remote: Path, tmp_path: Path
+) -> None:
+    from gitmail import actions
+    from gitmail.workspace import Actor
+
+    a, b, _ = trio
+
+    def parents() -> list[str]:
+        return git(remote, "log", "-1", "--format=%P", f"{remotes.REMOTE_ROOT}{remotes.STATE}").split()
+
+    def messages(oids: list[str]) -> list[str]:
+        return [git(remote, "log", "-1", "--format=%s", oid).strip() for oid in oids]
+
+    mailbox.send(a, sender="api", to="web", subject="plain")
+    sync_now(a)
+    assert len(parents()) == 1  # the carrier of the first messages: no attachments, nothing more
+    (tmp_path / "f.bin").write_bytes(b"\0" * 5000)
+    sent = actions.send(a, Actor(RepoName("api"), tmp_path), to="web", subject="f", attach=["f.bin"], base=tmp_path)
+    sync_now(a)
+    kept = parents()[2]
+    assert messages(parents()[1:]) == [
+        "gitmail sync: carries 1 messages",
+        "gitmail sync: attachments the other side has",
+    ]
+    blob = sent.entry.message.attachments[0].blob
+    assert git(remote, "ls-tree", "-r", "--format=%(path) %(objectname)", kept).split() == [f"attachments/{blob}", blob]
+    mailbox.send(b, sender="web", to="api", subject="plain again")
+    sync_now(b)
+    assert parents()[2] == kept  # kept as a parent while nothing new is attached
+    fsck(remote)
+
+
 def test_a_daemon_that_refuses_pushes_costs_one_line(
     tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:

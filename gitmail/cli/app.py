@@ -91,10 +91,30 @@ def send(
             show_default=False,
         ),
     ] = None,
+    attach: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--attach",
+            metavar="FILE",
+            help="Attach a file, any bytes (repeat for more). A symbolic link: the file it points to.",
+            show_default=False,
+        ),
+    ] = None,
+    patch: Annotated[
+        str | None,
+        typer.Option(
+            "--patch",
+            metavar="[RANGE]",
+            help="Attach commits of this repository as `git format-patch` writes them (a revision range: HEAD~2, "
+            "main..topic); alone, the uncommitted changes to tracked files against HEAD.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Send a message to a repo (--to web), to one session of it (--to web#HANDLE: its name, its worktree's name or
     the start of its id), to every repo (--broadcast), or in reply to one (--reply-to: back to the session that
-    asked). Sent from inside a session, it is never shown to that session.
+    asked), with files and patches attached if you like (--attach, --patch: see docs/attachments.md). Sent from
+    inside a session, it is never shown to that session.
 
     Prints the new message's id alone on standard output, so `id=$(gitmail send ...)` works.
     """
@@ -108,6 +128,8 @@ def send(
         sender=sender,
         or_repo=or_repo,
         urgency=urgency,
+        attach=attach or [],
+        patch=patch,
     )
 
 
@@ -197,6 +219,47 @@ def session_command(
     """This session's address (REPO#HANDLE), name and card; --name and --card set them. Run it from inside a
     Claude Code or Codex session."""
     commands.session(name=name, card=card, json_output=json_output)
+
+
+@app.command()
+def attachment(
+    message_id: IdArgument,
+    name: Annotated[
+        str | None,
+        typer.Argument(help="Which attachment (needed when it has several).", show_default=False),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "-o",
+            "--output",
+            metavar="PATH",
+            help="Write it here (a file, or a directory to put it in; - for standard output) instead of into the "
+            "current directory under its own name.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a file that is already there.")] = False,
+) -> None:
+    """Write one of a message's attachments out (whole or not at all; an existing file only with --force)."""
+    commands.attachment(message_id=message_id, name=name, output=output, force=force)
+
+
+@app.command("apply")
+def apply_command(
+    message_id: IdArgument,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="Which attachment to apply (needed only when it carries several patches).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Apply a message's patch to the repository you are in: commits with `git am --3way`, uncommitted changes
+    with `git apply --index --3way`. Refused when the repository has uncommitted changes to tracked files. On a
+    conflict the repository is left as git leaves it, and one line says how to go on or undo it. The sender sees
+    whether it applied (`gitmail log --sent`, `gitmail show`)."""
+    commands.apply(message_id=message_id, name=name)
 
 
 @app.command()
@@ -573,6 +636,28 @@ def _extra(module: str, extra: str, command: str) -> Any:
         ) from None
 
 
+def optional_values(command: Any, argv: list[str]) -> list[str]:
+    """`send --patch` takes its value only when one follows: alone (last, or before another option) it means the
+    uncommitted changes, as `--patch=` says. typer's parser has no such option, so the words are told: a `--patch`
+    standing alone becomes `--patch=`; the values of the options that take one are stepped over, whatever they are."""
+    if argv[:1] != ["send"]:
+        return argv
+    taking = {
+        spelling
+        for parameter in command.commands["send"].params
+        if parameter.param_type_name == "option" and not parameter.is_flag
+        for spelling in parameter.opts
+    }
+    words, at = list(argv), 1
+    while at < len(words) and words[at] != "--":
+        if words[at] == "--patch" and (at + 1 == len(words) or (words[at + 1][:1] == "-" and len(words[at + 1]) > 1)):
+            words[at] = f"--patch={commands.UNCOMMITTED}"
+        elif words[at] in taking:
+            at += 1  # its value, even one that looks like an option
+        at += 1
+    return words
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line, through the one error edge: a mistake in the command itself is a usage error like any
     other (exit 2, one line naming the help to read)."""
@@ -583,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str]) -> int:
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="gitmail", standalone_mode=False)
+        result = command.main(args=optional_values(command, argv), prog_name="gitmail", standalone_mode=False)
     except typer.TyperException as error:  # the command line itself was wrong
         if type(error).__name__ == "NoArgsIsHelpError":
             print(error.format_message())

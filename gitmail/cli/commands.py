@@ -42,6 +42,9 @@ def body(message: str | None) -> bytes:
     return sys.stdin.buffer.read(MAX_BODY_BYTES + 1)  # enough to tell an oversized body, never unbounded
 
 
+UNCOMMITTED = actions.UNCOMMITTED  # `--patch` alone
+
+
 def send(
     *,
     to: str | None,
@@ -53,12 +56,16 @@ def send(
     sender: str | None,
     or_repo: bool = False,
     urgency: str | None = None,
+    attach: Sequence[str] = (),
+    patch: str | None = None,
 ) -> None:
     mode = actions.one_of({"--to": to, "--broadcast": broadcast, "--reply-to": reply_to, "--retract": retract})
     if or_repo and mode != "--to":
         raise UsageError("--or-repo goes with --to REPO#SESSION")
-    if retract is not None and (subject is not None or message is not None or urgency is not None):
-        raise UsageError("--retract takes no --subject, --message or --urgency")
+    if retract is not None and (
+        subject is not None or message is not None or urgency is not None or attach or patch is not None
+    ):
+        raise UsageError("--retract takes no --subject, --message, --urgency, --attach or --patch")
     levels.parse(urgency)  # a wrong level is refused before anything is read or written
     if subject is None and mode in ("--to", "--broadcast"):
         raise UsageError("a subject is required (--subject TEXT)")
@@ -70,9 +77,18 @@ def send(
         return
     text = body(message)
     sent = actions.send(
-        box, me, to=to, broadcast=broadcast, reply_to=reply_to, subject=subject, body=text, or_repo=or_repo,
+        box,
+        me,
+        to=to,
+        broadcast=broadcast,
+        reply_to=reply_to,
+        subject=subject,
+        body=text,
+        or_repo=or_repo,
         urgency=urgency,
-    )  # fmt: skip
+        attach=attach,
+        patch=patch,
+    )
     for note in sent.notes:
         say(f"note: {note}")
     print(sent.entry.message.id, flush=True)
@@ -185,3 +201,35 @@ def session(*, name: str | None, card: str | None, json_output: bool) -> None:
     print(view.address)
     say(f"name {render.quote(view.info.name) if view.info.name else '(none)'}")
     say(f"card {render.quote(view.info.card) if view.info.card else '(none)'}")
+
+
+def attachment(*, message_id: str, name: str | None, output: str | None, force: bool) -> None:
+    saved = actions.save_attachment(open_mailbox(), message_id, name, output=output, force=force)
+    item = saved.attachment
+    where = "standard output" if saved.path is None else str(saved.path)
+    say(f"wrote {render.quote(item.name)} ({item.size:,} bytes) of {saved.entry.message.id} to {where}")
+
+
+def apply(*, message_id: str, name: str | None) -> None:
+    from gitmail.values.attachments import COMMITS
+
+    done = actions.apply(open_mailbox(), writer(None), message_id, name)
+    if done.result.output:
+        sys.stderr.write(done.result.output if done.result.output.endswith("\n") else done.result.output + "\n")
+        sys.stderr.flush()
+    if done.note:
+        say(f"note: {done.note}")
+    what = f"{render.quote(done.attachment.name)} of {done.entry.message.id}"
+    if done.result.ok:
+        say(f"applied {what} to {done.top}")
+        return
+    if done.result.conflict and done.kind == COMMITS:
+        raise GitmailError(
+            f"{what} stopped at a conflict: resolve it, `git add` the files and run `git am --continue` "
+            "(or `git am --skip` to leave that commit out), or undo all of it with `git am --abort`"
+        )
+    if done.result.conflict:
+        raise GitmailError(
+            f"{what} applied with conflicts: resolve them and `git add` the files, or undo it with `git reset --merge`"
+        )
+    raise GitmailError(f"git could not apply {what}, and changed nothing (git's own messages above say why)")

@@ -197,6 +197,34 @@ def run(
     return done.stdout
 
 
+def run_into(git_dir: str | PathLike[str], out_fd: int, *args: str) -> None:
+    """Run one git command on the mailbox with its standard output going straight into an open file (an attachment
+    written out, never held in memory); GitFailed when it fails."""
+    where = str(git_dir)
+    err_r, err_w = os.pipe()
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, out_fd, 1),
+        (os.POSIX_SPAWN_DUP2, err_w, 2),
+    ]
+    argv = ["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, *args]
+    try:
+        pid = os.posix_spawnp("git", argv, environment(), file_actions=actions)
+    except FileNotFoundError:
+        raise MailboxError("git was not found on PATH; gitmail reads the mailbox with it") from None
+    finally:
+        os.close(err_w)
+    errors = []
+    with os.fdopen(err_r, "rb") as stream:
+        while chunk := stream.read(65536):
+            errors.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        command = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        raise GitFailed(command, code, b"".join(errors).decode(errors="replace"))
+
+
 # -- commands that talk to a remote ------------------------------------------------------------------------------
 
 # What a fetch or push needs from the user, each for a reason; added to KEPT_ENV. The user's system and global git

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import NamedTuple
+from pathlib import Path
+from typing import IO, NamedTuple
 
-from gitmail.errors import MailboxError, Transient
+from gitmail.errors import MailboxError, Transient, UsageError
 from gitmail.store import gitcmd, refs
 from gitmail.store.files import sync_directory, unwritable
 from gitmail.store.repository import Store
@@ -35,6 +37,7 @@ else:
         from hashlib import sha1 as _sha1
 
 BLOB, TREE = "100644", "40000"
+_CHUNK = 1 << 20  # bytes of a file read, hashed and compressed at a time
 
 
 class Gone(MailboxError):
@@ -76,40 +79,86 @@ class Objects:
         which the next packing folds in."""
         data = f"{kind} {len(content)}\0".encode() + content
         oid = _sha1(data).hexdigest()
-        folder = self.path / "objects" / oid[:2]
-        target = folder / oid[2:]
-        if target.exists():
+        if (self.path / "objects" / oid[:2] / oid[2:]).exists():
             return oid
         import zlib  # here: readers never need it
 
-        temporary = folder / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
-        try:
-            folder.mkdir(exist_ok=True)
+        temporary = self.path / "objects" / oid[:2] / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
+        with self._writing(temporary):
+            temporary.parent.mkdir(exist_ok=True)
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
             try:
-                os.write(fd, zlib.compress(data, 1))
+                _write_all(fd, zlib.compress(data, 1))
                 os.fsync(fd)  # a reported send survives power loss, not only crashes
             finally:
                 os.close(fd)
+            self._link(temporary, oid)
+        return oid
+
+    def write_file(self, source: IO[bytes], size: int, label: str) -> str:
+        """A blob of a file's content, read from where `source` stands to its end, which must be `size` bytes
+        away: hashed, compressed and written a chunk at a time, so a large attachment is never held in memory. A
+        file that changed size meanwhile is refused (a usage error naming `label`), leaving nothing behind; one
+        already here is not written again (nor synced to disk)."""
+        import zlib
+
+        header = f"blob {size}\0".encode()
+        digest, packer = _sha1(header), zlib.compressobj(1)
+        temporary = self.path / "objects" / f"tmp_obj_{os.getpid()}_{os.urandom(4).hex()}"
+        with self._writing(temporary):
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
             try:
-                os.link(temporary, target)
-            except FileExistsError:
-                pass  # a concurrent writer of the same content: the same object
-            except OSError as error:
-                if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-                    raise
-                os.replace(temporary, target)  # a file system without hard links (exFAT, FAT)
-            temporary.unlink(missing_ok=True)
+                _write_all(fd, packer.compress(header))
+                left = size
+                while left > 0:
+                    chunk = source.read(min(left, _CHUNK))
+                    if not chunk:
+                        break
+                    digest.update(chunk)
+                    _write_all(fd, packer.compress(chunk))
+                    left -= len(chunk)
+                if left or source.read(1):
+                    raise UsageError(f"{label} changed while it was being attached; attach it again")
+                _write_all(fd, packer.flush())
+                oid = digest.hexdigest()
+                here = (self.path / "objects" / oid[:2] / oid[2:]).exists()
+                if not here:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if not here:
+                self._link(temporary, oid)
+        return oid
+
+    def _link(self, temporary: Path, oid: str) -> None:
+        """Give a written (and synced) temporary object file its name."""
+        folder = self.path / "objects" / oid[:2]
+        target = folder / oid[2:]
+        folder.mkdir(exist_ok=True)
+        try:
+            os.link(temporary, target)
+        except FileExistsError:
+            pass  # a concurrent writer of the same content: the same object
         except OSError as error:
+            if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+            os.replace(temporary, target)  # a file system without hard links (exFAT, FAT)
+        self._folders.add(oid[:2])
+
+    @contextmanager
+    def _writing(self, temporary: Path) -> Iterator[None]:
+        """Remove the temporary file however the write ends; say in one line why the file system refused it."""
+        try:
+            yield
+        except OSError as error:
+            if error.errno == errno.ENOENT:  # a concurrent prune removed the object folder
+                raise Transient(f"the mailbox at {self.path} changed during the write: {error}") from None
+            raise unwritable(self.path, error) from None
+        finally:
             try:
                 temporary.unlink(missing_ok=True)
             except OSError:
                 pass
-            if error.errno == errno.ENOENT:  # a concurrent prune removed the object folder
-                raise Transient(f"the mailbox at {self.path} changed during the write: {error}") from None
-            raise unwritable(self.path, error) from None
-        self._folders.add(oid[:2])
-        return oid
 
     def settle(self) -> None:
         """Make the names of every object written so far survive power loss (before any ref names them)."""
@@ -140,9 +189,15 @@ class Objects:
         return self.write("commit", content)
 
     def commit(self, message: Message, parents: Sequence[str] = ()) -> str:
-        """The message's blob, tree and commit."""
+        """The message's blob, tree and commit; its attachments' blobs (written already) in a folder of the tree."""
         blob = self.write("blob", message.document())
-        tree = self.tree([Entry(BLOB, DOCUMENT_NAME, blob)])
+        entries = [Entry(BLOB, DOCUMENT_NAME, blob)]
+        if message.attachments:
+            from gitmail.values.attachments import FOLDER
+
+            attached = self.tree([Entry(BLOB, a.name, a.blob) for a in message.attachments])
+            entries.append(Entry(TREE, FOLDER, attached))
+        tree = self.tree(entries)
         return self.commit_of(tree, parents, message.commit_message(), who=message.sender, when=message.date)
 
     def record(self, text: str, *, who: RepoName) -> str:
@@ -266,6 +321,12 @@ class Objects:
 
     def target(self, ref: str) -> str | None:
         return refs.resolve(self.path, [ref]).get(ref)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def ident(who: RepoName, when: datetime) -> str:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from gitmail.errors import MailboxError
 from gitmail.store import history, keys, lock, machines, objects, setup, stamps, transaction
@@ -19,6 +20,10 @@ from gitmail.store.objects import Objects
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store
 from gitmail.store.transaction import reflog
 from gitmail.values.layout import Change, damaged_ref, email, locate
+
+if TYPE_CHECKING:
+    from gitmail.values.attachments import Attachment
+    from gitmail.values.outgoing import Outgoing
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName, from_address
 
@@ -97,6 +102,19 @@ class Writer:
         oid = self.objects.commit(message._replace(machine=machines.current(self.store)), parents)
         self._authors[oid] = (email(message.sender), int(message.date.timestamp()))
         return oid
+
+    def attach(self, outgoing: Sequence[Outgoing]) -> tuple[Attachment, ...]:
+        """Write each attachment's blob (a file's content streamed from it); what the message records of them."""
+        self._wrote = bool(outgoing) or self._wrote
+        stored = []
+        for item in outgoing:
+            if item.source is not None:
+                item.source.seek(0)  # a try after a Transient reads the file again from its start
+                blob = self.objects.write_file(item.source, item.size, item.label or item.name)
+            else:
+                blob = self.objects.write("blob", item.data or b"")
+            stored.append(item.stored(blob))
+        return tuple(stored)
 
     def apply(self, changes: Sequence[Change], reason: str) -> None:
         """Make every change or none. Each is checked against the value it expects (git update-ref refuses the

@@ -3,8 +3,9 @@ remote lacks; merging gitmail's notes refs as a union of lines; and the remote's
 
 A remote's state is a commit whose tree lists every message as `<repo>/<folder>/<id[:2]>/<id>` -> the message's
 commit (a gitlink: the tree names the commit without containing it), and whose parents reach every message commit
-through "carrier" commits, so that fetching the one ref brings every message. Reconciliation never goes backwards:
-archived beats pending, retracted beats active, and nothing is ever removed.
+through "carrier" commits, so that fetching the one ref brings every message. Once messages carry attachments, a
+state also has an "attachments" commit as a parent, so that a file attached again is not sent again.
+Reconciliation never goes backwards: archived beats pending, retracted beats active, and nothing is ever removed.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
     from gitmail.values.message import Message
 
 CARRIER_PARENTS = 256  # message commits per carrier commit (a state commit reaches new messages through these)
+ATTACHMENTS_WITHIN_REACH = 2000  # attachment blobs a state keeps as already sent (see _attachments)
+ATTACHMENTS_LOOK_BACK = 16  # states looked through for the attachments commit to build on
+ATTACHMENTS_TEXT = "gitmail sync: attachments the other side has\n"
 IMPORT_CHUNK = 1000  # ref changes per transaction when many messages arrive at once
 PACK_AFTER = 1000  # refs imported in one sync after which the refs are packed
 SYNC_ACTOR = RepoName("gitmail-sync")  # the "who" in the reflog of refs sync moves
@@ -548,6 +552,9 @@ def _new_state(
     carrier = _carriers(store, additions, identity)
     if carrier is not None:
         parents.append(carrier)
+    within_reach = _attachments(store, there.state, additions, identity)
+    if within_reach is not None:
+        parents.append(within_reach)
     summary = f"gitmail sync from {here.name}: {len(additions)} new, {len(moves)} moved\n\nMachine: {here.field()}\n"
     flags = [f for p in parents for f in ("-p", p)]
     return store.git("commit-tree", tree, *flags, "-m", summary, env=identity).decode().strip()
@@ -579,6 +586,64 @@ def _carriers(store: Store, additions: Sequence[Located], identity: dict[str, st
         flags = [f for p in parents for f in ("-p", p)]
         carrier = store.git("commit-tree", EMPTY_TREE, *flags, "-m", message, env=env).decode().strip()
     return carrier
+
+
+def _attachments(store: Store, state: str | None, additions: Sequence[Located], identity: dict[str, str]) -> str | None:
+    """The commit a new state keeps as a parent so that an attachment crosses the network once, however often it
+    is attached: its tree holds the newest attachment blobs of the remote's messages, each in attachments/ under
+    its own id. git leaves out of what it sends an object that a parent of what it sends already holds (the
+    other side has that parent), but looks in such a parent's folders only where what it sends has a folder of the
+    same name, so the blobs sit in attachments/ as they do in a message. Only messages with attachments make one;
+    the one before (found among the last states' parents: a gitmail without it leaves it out) is kept and built
+    on. None when no message has ever had attachments."""
+    from gitmail.values.attachments import FOLDER
+
+    found = store.read([f"{p.oid}:{FOLDER}" for p in additions]) if additions else []
+    new = [oid for tree in found if tree is not None for oid in _blob_ids(tree)]
+    previous = _attachments_before(store, state, look_back=bool(new))
+    if previous is None and not new:
+        return None
+    held = _blob_ids(store.read([f"{previous}:{FOLDER}"])[0] or b"") if previous is not None else []
+    if previous is not None and set(new) <= set(held):
+        return previous
+    kept = list(dict.fromkeys([*reversed(new), *held]))[:ATTACHMENTS_WITHIN_REACH]  # the newest first
+    listing = "".join(f"100644 blob {oid}\t{oid}\n" for oid in sorted(kept))
+    inner = store.git("mktree", stdin=listing.encode()).decode().strip()
+    tree = store.git("mktree", stdin=f"040000 tree {inner}\t{FOLDER}\n".encode()).decode().strip()
+    flags = ["-p", previous] if previous is not None else []
+    return store.git("commit-tree", tree, *flags, "-m", ATTACHMENTS_TEXT, env=identity).decode().strip()
+
+
+def _attachments_before(store: Store, state: str | None, *, look_back: bool) -> str | None:
+    """The attachments commit (see `_attachments`) the state has as a parent, or with `look_back` one of the last
+    states has (a state made by a gitmail without them has none)."""
+    if state is None:
+        return None
+    commit = store.read([state])[0] or b""
+    header = commit.split(b"\n\n", 1)[0].split(b"\n")
+    candidates = [line[7:].decode() for line in header if line.startswith(b"parent ")][1:]
+    if look_back and not any(_is_attachments(parent) for parent in store.read(candidates)):
+        out = store.git("log", "--first-parent", f"--max-count={ATTACHMENTS_LOOK_BACK}", "--format=%P", state)
+        candidates = [parent for line in out.decode().splitlines() for parent in line.split()[1:]]
+    for parent, data in zip(candidates, store.read(candidates), strict=True):
+        if _is_attachments(data):
+            return parent
+    return None
+
+
+def _is_attachments(commit: bytes | None) -> bool:
+    return commit is not None and commit.split(b"\n\n", 1)[-1] == ATTACHMENTS_TEXT.encode()
+
+
+def _blob_ids(tree: bytes) -> list[str]:
+    """The ids of the files a tree holds (what git stores of a folder: "<mode> <name>\\0<20-byte id>" each)."""
+    found, at = [], 0
+    while at < len(tree):
+        nul = tree.index(b"\0", at)
+        if tree[at : at + 6] == b"100644" or tree[at : at + 6] == b"100755":
+            found.append(tree[nul + 1 : nul + 21].hex())
+        at = nul + 21
+    return found
 
 
 def _identity(here: Machine) -> dict[str, str]:

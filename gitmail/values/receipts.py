@@ -8,7 +8,8 @@ sorted and unique, so two copies merge as a union (`cat_sort_uniq`), like the br
 
 A repo gets one "delivered" record per message: the first time the message was put in front of one of its
 sessions (later showings add nothing). "done", "replied" and "reopened" record how it was handled; "retracted",
-that its sender retracted a broadcast (in a notes commit signed like every commit gitmail writes).
+that its sender retracted a broadcast (in a notes commit signed like every commit gitmail writes); "applied" and
+"apply-failed" that a repo applied the message's patch with `gitmail apply`, or tried to and git could not.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ DONE = "done"
 REPLIED = "replied"
 REOPENED = "reopened"
 RETRACTED = "retracted"  # by the broadcast's sender: the signed record of a retraction
+APPLIED = "applied"
+APPLY_FAILED = "apply-failed"
 _HANDLING = (DONE, REPLIED, REOPENED)
 
 
@@ -87,6 +90,11 @@ def handled(records: Sequence[Record], repo: str) -> Record | None:
         if record.event in _HANDLING and record.repo == repo:
             latest = record
     return latest
+
+
+def applying(records: Sequence[Record]) -> list[Record]:
+    """Every record of `gitmail apply` on the message (applied or failed), oldest first."""
+    return [record for record in records if record.event in (APPLIED, APPLY_FAILED)]
 
 
 def _text(value: object) -> str | None:

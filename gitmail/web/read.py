@@ -24,6 +24,7 @@ from gitmail.mailbox import Entry
 from gitmail.store.claims import load_claims
 from gitmail.store.machines import Here
 from gitmail.store.repository import Store
+from gitmail.values.attachments import Attachment
 from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import ROOT, SEEN_NOTES, Located, State, latest
 from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, Message, parse
@@ -649,6 +650,16 @@ def _labelled(snap: Snapshot, node: Node, item: Item) -> Item:
         [verdict] = mailbox.vouched(snap.store, [(place, entry.message)])
         entry = entry._replace(verdict=verdict)
     return item._replace(entry=entry, sender=render.vouched(entry, load_claims(snap.store)))
+
+
+def attachment(snap: Snapshot, message_id: str, name: str) -> tuple[Attachment, bytes]:
+    """One of a message's attachments and its content (checked against what the message records of it)."""
+    node = snap.node(message_id)
+    entry = snap.entries([node])[0]
+    if entry is None:
+        raise NotFound(f"message {message_id} cannot be read")
+    item = mailbox.attachment(entry, name)
+    return item, mailbox.attachment_content(snap.store, entry, item)
 
 
 def broadcasts(snap: Snapshot, *, page: int = 1) -> Page[Item]:
