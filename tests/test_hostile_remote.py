@@ -150,7 +150,7 @@ def test_git_2_54_is_refused_for_a_local_remote(
         "another git version (or reach the remote over ssh)\n",
     )
     assert refs_and_files(box) == before
-    assert gitcmd.run_network(box.path, "ls-remote", url=str(remote.path)).returncode == 128
+    assert gitcmd.run_network(box.path, "push", url=str(remote.path), refs=["HEAD:refs/x"]).returncode == 128
     served = tmp_path / "served"
     served.mkdir()
     bare_remote(served / "mail.git")
