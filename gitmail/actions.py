@@ -296,13 +296,19 @@ def session_of(box: Store, key: str | None) -> SessionView | None:
     return _view(box, info) if info is not None else None
 
 
-def _view(box: Store, info: sessions.Info) -> SessionView:
+def _view(
+    box: Store, info: sessions.Info, places: dict[str, tuple[str | None, str | None]] | None = None
+) -> SessionView:
+    """How a session is shown; `places`: the work trees already looked at (worktree name, branch), shared by the
+    sessions of one listing."""
     from gitmail.workspace import place
 
-    where = place(info.top) if info.top and os.path.isdir(info.top) else None
-    worktree = where.worktree if where is not None else None
+    places = {} if places is None else places
+    if info.top not in places:
+        where = place(info.top) if info.top and os.path.isdir(info.top) else None
+        places[info.top] = (where.worktree, where.branch()) if where is not None else (None, None)
+    worktree, branch = places[info.top]
     handle = info.name or worktree or info.id[:8]
-    branch = where.branch() if where is not None else None
     return SessionView(info, handle, worktree, branch, wakeable=waking.wakeable(box, info))
 
 
@@ -311,7 +317,8 @@ def find_session(box: Store, address: Address) -> SessionView:
     4 characters) of its id. Several live sessions matching is refused with the candidates listed, never settled by
     choosing one; a handle that matches no live session may name an ended one (mail then waits for it)."""
     handle = address.handle or ""
-    mine = [_view(box, i) for i in sessions.listing(box.path, str(address.repo))]
+    places: dict[str, tuple[str | None, str | None]] = {}
+    mine = [_view(box, i, places) for i in sessions.listing(box.path, str(address.repo))]
     matches = [
         v for v in mine if handle in (v.info.name, v.worktree) or (len(handle) >= 4 and v.info.id.startswith(handle))
     ]
@@ -332,7 +339,8 @@ def find_session(box: Store, address: Address) -> SessionView:
 def sessions_here(box: Store, repo: RepoName | None) -> list[SessionView]:
     """The sessions the hooks have seen on this machine (of one repo, or of every repo), each with the mail pending
     for it: the live ones first, then the ended ones still kept."""
-    found = [_view(box, i) for i in sessions.listing(box.path, repo)]
+    places: dict[str, tuple[str | None, str | None]] = {}
+    found = [_view(box, i, places) for i in sessions.listing(box.path, repo)]
     counted = []
     pending: dict[str, Pending] = {}
     for view in found:

@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from gitmail.mailbox import DoneResult, Entry, Pending, status
+from gitmail.store.gitcmd import quoted as shell_word
 from gitmail.values import receipts
 from gitmail.values import urgency as levels
 from gitmail.values.machine import Machine
@@ -320,27 +321,16 @@ def attachment_lines(entry: Entry, voice: Voice = PLAIN) -> list[str]:
     lines = []
     for item in m.attachments:
         kind = f"patch of {'commits' if item.patch == COMMITS else 'uncommitted changes'}" if item.patch else item.type
-        save = f"{voice.command} attachment {m.id} {_shell_word(item.name)}"
+        save = f"{voice.command} attachment {m.id} {shell_word(item.name)}"
         lines.append(f"Attachment: {quote(item.name)} · {size_text(item.size)} · {kind} · save: {save}")
         if item.patch:
-            which = f" {_shell_word(item.name)}" if _patches(m) > 1 else ""
+            which = f" {shell_word(item.name)}" if _patches(m) > 1 else ""
             lines.append(f"Apply: {voice.command} apply {m.id}{which}")
     return lines
 
 
 def _patches(message: Message) -> int:
     return sum(1 for item in message.attachments if item.patch)
-
-
-_SHELL_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-")
-
-
-def _shell_word(text: str) -> str:
-    """A name as one shell word, as shlex.quote writes it (names are safe: no control characters, no leading '-';
-    shlex itself costs the session-start hook an import)."""
-    if text and set(text) <= _SHELL_PLAIN:
-        return text
-    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def quote_body(body: str) -> list[str]:

@@ -180,17 +180,18 @@ def own_command() -> str:
     chosen = os.environ.get("GITMAIL_COMMAND")
     if chosen:
         return chosen
-    import shlex
     import sys
+
+    from gitmail.store.gitcmd import quoted
 
     script = os.path.join(os.path.dirname(sys.executable), "gitmail")
     if not os.path.exists(script):
-        return f"{shlex.quote(sys.executable)} -m gitmail"
+        return f"{quoted(sys.executable)} -m gitmail"
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         found = os.path.join(folder or ".", "gitmail")
         if os.path.exists(found):
             try:
-                return "gitmail" if os.path.samefile(found, script) else shlex.quote(script)
+                return "gitmail" if os.path.samefile(found, script) else quoted(script)
             except OSError:
                 break
-    return shlex.quote(script)
+    return quoted(script)

@@ -388,7 +388,7 @@ def remote_program(service: str) -> str:
     """The shell command line git runs for upload-pack or receive-pack in a local remote: our own git, by its
     path, with the remote side's settings and variables."""
     config = [piece for setting in REMOTE_SIDE_CONFIG for piece in ("-c", setting)]
-    return " ".join([*REMOTE_SIDE_ENV, *(_quoted(word) for word in [git_path(), *config, service])])
+    return " ".join([*REMOTE_SIDE_ENV, *(quoted(word) for word in [git_path(), *config, service])])
 
 
 def local_transport_problem(url: str) -> str | None:
@@ -435,8 +435,8 @@ def git_version() -> tuple[int, ...]:
     return tuple(_found["version"])
 
 
-def _quoted(word: str) -> str:
-    """`word` for a POSIX shell."""
+def quoted(word: str) -> str:
+    """`word` for a POSIX shell, as shlex.quote spells it (without importing shlex: the hooks use this)."""
     if word and all(c.isalnum() or c in "@%+=:,./-_" for c in word):
         return word
     return "'" + word.replace("'", "'\"'\"'") + "'"
