@@ -36,6 +36,7 @@ from tests.syncing import machine as make_machine
 @pytest.fixture(autouse=True)
 def no_racy_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(synccheck, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(synccheck, "FINE_RACY_SECONDS", 0.0)
 
 
 @pytest.fixture
