@@ -40,13 +40,13 @@ from gitmail.values.address import Address
 from gitmail.values.machine import Machine
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
-from gitmail.values.verdict import Key
 from gitmail.workspace import Actor, Session
 
 if TYPE_CHECKING:
     from gitmail.store.keys import Survey
     from gitmail.sync.engine import Outcome
     from gitmail.sync.remotes import Remote, SyncError
+    from gitmail.values.verdict import Key
 
 __all__ = ["open_mailbox"]  # the entry point of the API, re-exported
 

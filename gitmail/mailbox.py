@@ -49,12 +49,12 @@ from gitmail.values.message import (
 )
 from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
-from gitmail.values.verdict import Verdict
 
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
     from gitmail.store.remotemoves import Move
     from gitmail.store.writer import Writer
+    from gitmail.values.verdict import Verdict
 
 
 class Entry(NamedTuple):

@@ -26,17 +26,18 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitmail.errors import MailboxError, UsageError
-from gitmail.store import machines, pins, signatures
+from gitmail.store import machines, pins
 from gitmail.store.files import read_text, write_atomically
 from gitmail.store.repository import Store
 from gitmail.values import sshsig
 from gitmail.values.ids import ID_PATTERN
 from gitmail.values.machine import NAME_PATTERN, Machine
-from gitmail.values.verdict import ACCEPTED, GOOD, NEW, PINNED, REVOKED, TRUSTED, Key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hashlib import sha1 as _sha1
+
+    from gitmail.values.verdict import Key
 else:
     try:  # CPython's own SHA-1: hashlib would load OpenSSL
         from _sha1 import sha1 as _sha1
@@ -333,6 +334,9 @@ def parse_publication(line: str) -> Published | None:
         armored = sshsig.armor(sshsig.unb64(signature))
     except ValueError:
         return None
+    from gitmail.store import signatures  # where publications are read, not at every write
+    from gitmail.values.verdict import GOOD
+
     fact = signatures.check(said.encode(), armored, sshsig.KEYS)
     if fact.kind != GOOD or fact.key != sshsig.fingerprint(public):
         return None
@@ -375,6 +379,8 @@ def remember_published(store: Store, key: Signer, machine: Machine) -> None:
 def learn(store: Store) -> list[Key]:
     """Take in the keys published since last time (the caller holds the mailbox lock): a machine seen for the
     first time with one key has it pinned; any other key is recorded as new, not accepted. The keys added."""
+    from gitmail.values.verdict import NEW, PINNED, Key
+
     tip = store.targets([KEYS_NOTES]).get(KEYS_NOTES)
     learned, keys = pins.load(store)
     if tip is None or tip == learned:
@@ -400,6 +406,8 @@ def learn(store: Store) -> list[Key]:
 
 def trust(store: Store, machine: str, fingerprint: str) -> Key:
     """Accept this key for this machine (its id or name), whatever was decided before: the user compared it."""
+    from gitmail.values.verdict import TRUSTED
+
     wanted = fingerprint if fingerprint.startswith("SHA256:") else f"SHA256:{fingerprint}"
     with store.locked():
         learn(store)
@@ -417,6 +425,8 @@ def trust(store: Store, machine: str, fingerprint: str) -> Key:
 def revoke(store: Store, machine: str) -> list[Key]:
     """Stop accepting every key of this machine (its id or name); its mail reads UNVERIFIED until a key of it is
     trusted again. The keys revoked."""
+    from gitmail.values.verdict import REVOKED
+
     with store.locked():
         learn(store)
         learned, keys = pins.load(store)
@@ -450,6 +460,8 @@ def _now() -> str:
 def allowed_signers(store: Store) -> str:
     """git's allowed_signers format: this machine's key and every key accepted for another machine, each for the
     principal `<machine name>@<machine id>`, namespace "git"."""
+    from gitmail.values.verdict import ACCEPTED
+
     lines = ["# gitmail's signing keys: git -c gpg.ssh.allowedSignersFile=FILE log --show-signature --glob=gitmail"]
     own = signer(store, create=False)
     if own is not None:
