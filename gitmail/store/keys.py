@@ -48,6 +48,8 @@ SETTING = "signingKey"  # gitmail.signingKey: the user's own SSH key to sign wit
 FOLDER = pins.FOLDER
 PUBLISHED = "published"  # "<fingerprint> <machine name> <machine id>" of the publication last written
 KEYS_NOTES = "refs/notes/gitmail-keys"
+MAX_NOTE_BYTES = 64 * 1024  # a machine's publications: a few lines; a larger note is not read
+MAX_PUBLICATIONS = 1000  # publications checked at most, all machines together
 
 
 class SigningKeyError(MailboxError):
@@ -349,12 +351,12 @@ def publications(store: Store) -> list[Published]:
         return []
     listed = store.git("ls-tree", "-r", "-z", KEYS_NOTES).decode(errors="replace")
     blobs = [entry.partition("\t")[0].split()[2] for entry in listed.split("\0") if entry]
-    found = []
-    for data in store.read(blobs):
-        for line in (data or b"").decode(errors="replace").splitlines():
-            published = parse_publication(line)
-            if published is not None:
-                found.append(published)
+    found: list[Published] = []
+    lines = [line for data in store.read(blobs, limit=MAX_NOTE_BYTES) for line in (data or b"").splitlines()]
+    for line in lines[:MAX_PUBLICATIONS]:  # what a remote could pile up here is not all checked
+        published = parse_publication(line.decode(errors="replace"))
+        if published is not None:
+            found.append(published)
     return found
 
 
