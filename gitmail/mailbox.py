@@ -50,7 +50,6 @@ from gitmail.values.message import (
 )
 from gitmail.values.names import UNSAFE_TEXT, RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
-from gitmail.values.verdict import Verdict
 
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
@@ -58,6 +57,7 @@ if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store.writer import Writer
     from gitmail.values.attachments import Attachment
     from gitmail.values.outgoing import Outgoing
+    from gitmail.values.verdict import Verdict
 
 
 class Entry(NamedTuple):

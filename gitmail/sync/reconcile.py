@@ -321,7 +321,7 @@ def _apply(
     seen.oversized[:] = oversized
     # Each arriving commit's signature is checked once, here, and what it showed is kept: readers (a session
     # start among them) find it without checking again.
-    signatures.facts(store, [p.oid for p in seen.arrivals])
+    signatures.facts(store, [p.oid for p in seen.arrivals if p.id in arrived])
     # Recorded before their refs exist: a message that arrived is never taken for one written here.
     machine.remember_arrivals(store, [i for i, m in arrived.items() if m.machine is None or m.machine.id == here.id])
     changes = [[Change(p.ref, p.oid, None)] for p in seen.arrivals if p.id in arrived]
