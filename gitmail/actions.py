@@ -4,9 +4,7 @@ MCP server and the web view only translate their input into these calls and form
 gitmail's Python API:
 
     from gitmail import actions
-    from gitmail.values.address import Address
-from gitmail.values.message import clean_subject
-from gitmail.values.names import RepoName, name_problem
+    from gitmail.values.names import RepoName
     from gitmail.workspace import Actor
 
     box = actions.open_mailbox()                      # ~/.gitmail/mail.git, or $GITMAIL_DIR, or a path
@@ -32,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from gitmail import delivery, mailbox, render
+from gitmail import arrivals, delivery, mailbox, render, waking
 from gitmail.delivery import Delivery, Moment
 from gitmail.errors import GitmailError, UsageError
 from gitmail.mailbox import DoneResult, Entry, History, Pending
@@ -41,6 +39,7 @@ from gitmail.store.claims import claim, load_claims
 from gitmail.store.lock import Deadline
 from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import WRITE_WAIT, Store
+from gitmail.values import urgency as levels
 from gitmail.values.address import Address
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
@@ -92,6 +91,7 @@ def send(
     body: bytes | str = "",
     when: datetime | None = None,
     or_repo: bool = False,
+    urgency: str | None = None,
     attach: Sequence[str | os.PathLike[str]] = (),
     patch: str | None = None,
     base: Path | None = None,
@@ -101,12 +101,14 @@ def send(
     a message (`reply_to`: to its sender, to the very session that asked when one did, threaded, archiving it for
     the replier). A subject is needed except for a reply. Sent from inside a session, the message is never shown to
     that session. `or_repo`: when the session addressed has ended, every session of its repo gets it instead.
+    `urgency`: now, normal (the default) or low; delivery.py says what each does.
 
     `attach`: files to carry in the message (any bytes), read relative to `base` (default: the current directory).
     `patch`: a revision range whose commits are attached as `git format-patch` writes them, or UNCOMMITTED for the
     uncommitted changes against HEAD; made in the actor's work tree. `within`: a directory files must lie in
     (through links too), which is then also where the patch is made (the MCP server's client's work tree)."""
     mode = one_of({"to": to, "broadcast": broadcast, "reply_to": reply_to})
+    level = levels.parse(urgency)
     if subject is None and mode != "reply_to":
         raise UsageError("a subject is required")
     me = actor.session.key if actor.session is not None else None
@@ -122,7 +124,7 @@ def send(
             handle = asking.handle if asking is not None else None
             entry = mailbox.reply(
                 box, sender=actor.repo, to_id=reply_to, subject=subject, body=body, when=when, from_session=me,
-                to_handle=handle, attachments=outgoing,
+                to_handle=handle, urgency=level, attachments=outgoing,
             )  # fmt: skip
             if asking is not None and asking.info.state == "ended":
                 notes.append(
@@ -131,7 +133,7 @@ def send(
                 )
         elif broadcast:
             entry = mailbox.broadcast(
-                box, sender=actor.repo, subject=subject or "", body=body, when=when, from_session=me,
+                box, sender=actor.repo, subject=subject or "", body=body, when=when, from_session=me, urgency=level,
                 attachments=outgoing,
             )  # fmt: skip
         else:
@@ -155,7 +157,7 @@ def send(
             entry = mailbox.send(
                 box, sender=actor.repo, to=address.repo, subject=subject or "", body=body, when=when,
                 from_session=me, to_session=to_session, to_handle=address.handle if to_session else None,
-                attachments=outgoing,
+                urgency=level, attachments=outgoing,
             )  # fmt: skip
             if new_name:
                 notes.append(
@@ -169,6 +171,7 @@ def send(
     from gitmail.sync import background
 
     background.after_send(box)
+    arrivals.after_arrival(box, None if entry.message.is_broadcast else [entry.message.to])
     return Sent(entry, tuple(notes))
 
 
@@ -276,31 +279,28 @@ class SessionView(NamedTuple):
     worktree: str | None  # its worktree's name, when it works in a linked worktree
     branch: str | None
     pending: int | None = None  # messages pending for it (None when not counted)
+    wakeable: bool = False  # whether mail can start a turn in it while it waits for its user (waking.py)
 
     @property
     def address(self) -> str:
         return f"{self.info.repo}#{self.handle}"
-
-    @property
-    def wakeable(self) -> bool:
-        """Whether mail can start a turn in it while it waits for its user (Claude Code's wake)."""
-        return self.info.state == "idle" and self.info.host == "claude" and bool(self.info.watch)
 
 
 def session_of(box: Store, key: str | None) -> SessionView | None:
     """The session a message names ("claude:5b0e..."), when this machine knows it."""
     found = Session.from_key(key) if key else None
     info = sessions.info(box.path, found.host, found.id) if found is not None else None
-    return _view(info) if info is not None else None
+    return _view(box, info) if info is not None else None
 
 
-def _view(info: sessions.Info) -> SessionView:
+def _view(box: Store, info: sessions.Info) -> SessionView:
     from gitmail.workspace import place
 
     where = place(info.top) if info.top and os.path.isdir(info.top) else None
     worktree = where.worktree if where is not None else None
     handle = info.name or worktree or info.id[:8]
-    return SessionView(info, handle, worktree, where.branch() if where is not None else None)
+    branch = where.branch() if where is not None else None
+    return SessionView(info, handle, worktree, branch, wakeable=waking.wakeable(box, info))
 
 
 def find_session(box: Store, address: Address) -> SessionView:
@@ -308,7 +308,7 @@ def find_session(box: Store, address: Address) -> SessionView:
     4 characters) of its id. Several live sessions matching is refused with the candidates listed, never settled by
     choosing one; a handle that matches no live session may name an ended one (mail then waits for it)."""
     handle = address.handle or ""
-    mine = [_view(i) for i in sessions.listing(box.path, str(address.repo))]
+    mine = [_view(box, i) for i in sessions.listing(box.path, str(address.repo))]
     matches = [
         v for v in mine if handle in (v.info.name, v.worktree) or (len(handle) >= 4 and v.info.id.startswith(handle))
     ]
@@ -329,7 +329,7 @@ def find_session(box: Store, address: Address) -> SessionView:
 def sessions_here(box: Store, repo: RepoName | None) -> list[SessionView]:
     """The sessions the hooks have seen on this machine (of one repo, or of every repo), each with the mail pending
     for it: the live ones first, then the ended ones still kept."""
-    found = [_view(i) for i in sessions.listing(box.path, repo)]
+    found = [_view(box, i) for i in sessions.listing(box.path, repo)]
     counted = []
     pending: dict[str, Pending] = {}
     for view in found:
@@ -360,7 +360,7 @@ def this_session(box: Store, actor: Actor) -> SessionView:
         info = sessions.info(box.path, actor.session.host, actor.session.id)
     if info is None:
         raise GitmailError(f"cannot record session {actor.session.key} in {box.path}")
-    return _view(info)
+    return _view(box, info)
 
 
 def name_session(box: Store, actor: Actor, *, name: str | None = None, card: str | None = None) -> SessionView:

@@ -27,8 +27,8 @@ from gitmail.store.log import problem
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store, check_ownership
 from gitmail.store.transaction import reflog
 from gitmail.store.writer import Writer, writing
-from gitmail.values.layout import DAMAGED, Change, Located, State, damaged_ref, latest, locate
-from gitmail.values.message import DOCUMENT_NAME, BadDocument, parse
+from gitmail.values.layout import DAMAGED, OVERSIZED, Change, Located, State, damaged_ref, latest, locate
+from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, parse
 from gitmail.values.names import RepoName, name_problem
 from gitmail.workspace import Place
 
@@ -75,9 +75,12 @@ def examine(store: Store, *, here: Place | None, home: Path, repaired: Sequence[
                 if held:  # a writer caught mid-change looks like damage: look again while none can be
                     inventory = _inventory(store)
         findings += inventory.findings(store)
+        findings += _outside_layout(store)
+        findings += _oversized(store)
         messages = inventory.readable()
     findings += _repository(store, here, messages)
     findings += _hooks(home)
+    findings += _waking(store) if usable else []
     return Report(store.path, findings, list(repaired))
 
 
@@ -487,7 +490,8 @@ def _inventory(store: Store) -> Inventory:
     unreadable = [p for p in suspects if p.oid not in gone]
     # What sessions are handed is read and parsed too; the archive's documents are only checked to be there.
     handed = [p for p in messages if p.state in (State.PENDING, State.BROADCAST) and p not in suspects]
-    for place, document in zip(handed, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in handed]), strict=True):
+    documents = store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in handed], limit=MAX_DOCUMENT_BYTES)
+    for place, document in zip(handed, documents, strict=True):
         try:
             parse(document or b"")
         except BadDocument:
@@ -515,6 +519,66 @@ def _inventory(store: Store) -> Inventory:
         [(r, o) for r, o in set_aside if o in absent] + unwhole,
         [(r, o) for r, o in others if o in absent and not r.startswith(NOTES)],
     )
+
+
+def _outside_layout(store: Store) -> list[Finding]:
+    """Refs in the mailbox (and in the repository sync fetches in) that are no part of gitmail's layout: gitmail
+    never reads them, but they keep objects alive, and a remote that planted them before sync fetched only its
+    own refs left them here."""
+    from gitmail.sync.quick import SYNCED
+    from gitmail.sync.remotes import TRACKING_ROOT, configured
+    from gitmail.values.layout import SEEN_NOTES
+    from gitmail.values.receipts import RECEIPTS_NOTES
+
+    remotes = [f"{TRACKING_ROOT}{remote.name}/" for remote in configured(store)]
+    known = {SEEN_NOTES, RECEIPTS_NOTES} | {prefix + name for prefix in remotes for name in SYNCED}
+    network = store.own_dir / "sync" / "fetch.git"
+    foreign: list[str] = []
+    dropped_by_sync = True  # every one is below a remote's tracking refs, which the next sync sets to what it uses
+    for repository in (store.path, network):
+        if repository != store.path and not (repository / "HEAD").is_file():
+            continue
+        out = gitcmd.run(repository, "for-each-ref", "--format=%(refname)").decode(errors="replace")
+        for ref in out.splitlines():
+            if ref in known or ref.startswith((DAMAGED, OVERSIZED)) or (repository == store.path and locate(ref, "")):
+                continue
+            foreign.append(ref if repository == store.path else f"{ref} (in {network})")
+            dropped_by_sync = dropped_by_sync and ref.startswith(tuple(remotes))
+    if not foreign:
+        return []
+    remedy = (
+        "the next `gitmail sync` drops them"
+        if dropped_by_sync and remotes
+        else f"git --git-dir {shlex.quote(str(store.path))} update-ref -d REF, for each, once you know what it is"
+    )
+    return [
+        Finding(
+            "refs",
+            Level.NOTE,
+            f"{_count(len(foreign), 'ref')} outside gitmail's layout, which gitmail never reads: {_listed(foreign)}",
+            remedy,
+            tuple(foreign),
+        )
+    ]
+
+
+def _oversized(store: Store) -> list[Finding]:
+    """Mail that arrived by sync larger than gitmail sends, which sync set aside unread."""
+    out = store.git("for-each-ref", "--format=%(refname)", OVERSIZED).decode(errors="replace")
+    refs = out.split()
+    if not refs:
+        return []
+    ids = [ref.rpartition("/")[2] for ref in refs]
+    return [
+        Finding(
+            "messages",
+            Level.NOTE,
+            f"{_count(len(refs), 'message')} that arrived by sync larger than gitmail sends {_be(len(refs))} set "
+            f"aside unread: {_listed(ids)}",
+            f"git --git-dir {shlex.quote(str(store.path))} for-each-ref {OVERSIZED} (and see gitmail.log)",
+            tuple(refs),
+        )
+    ]
 
 
 def _notes(store: Store, ref: str, tip: str, gone: bool) -> Notes:
@@ -716,6 +780,26 @@ def _hooks(home: Path) -> list[Finding]:
             )
         else:
             findings.append(Finding(host.host, Level.OK, host.detail))
+    return findings
+
+
+def _waking(store: Store) -> list[Finding]:
+    """Which of the sessions gitmail knows on this machine mail can wake while they wait for their user, per host
+    (Claude Code: its wake hook; Codex: an open window, through `codex queue`)."""
+    from gitmail import actions, delivery
+
+    if not delivery.wake_enabled(store):
+        text = "waking idle sessions is switched off (gitmail.wake = false, or GITMAIL_WAKE=0)"
+        return [Finding("wake", Level.NOTE, text, "git config --file MAILBOX/config gitmail.wake true")]
+    live = [v for v in actions.sessions_here(store, None) if v.info.state != "ended"]
+    findings = []
+    for host, how in (("claude", "its wake hook"), ("codex", "an open Codex window, through codex queue")):
+        mine = [v for v in live if v.info.host == host]
+        if not mine:
+            continue
+        woken = [v.address for v in mine if v.wakeable]
+        text = f"{len(woken)} of {_count(len(mine), 'live ' + host + ' session')} can be woken by mail ({how})"
+        findings.append(Finding("wake", Level.OK, text + (f": {_listed(woken)}" if woken else ""), items=tuple(woken)))
     return findings
 
 

@@ -139,7 +139,11 @@ if [ -n "$dir" ] && [ -n "$session" ]; then
         if [ -n "$ref" ] && [ "$top" = "$dir" ]; then
             read -r mine 2>/dev/null <"$mailbox/gitmail/stamps/$ref"
             read -r everyone 2>/dev/null <"$mailbox/gitmail/stamps/_broadcast"
-            [ "$ref:$mine:$everyone" = "$seen" ] && exit 0 # nothing new since this session last looked
+            # Nothing new since this session last looked; but low-urgency mail held back during the turn is shown
+            # with the next prompt.
+            if [ "$ref:$mine:$everyone" = "$seen" ]; then
+                [ "$moment" = prompt ] && [ -e "$shown.held" ] || exit 0
+            fi
         fi
     fi
 fi

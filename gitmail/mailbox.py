@@ -18,6 +18,7 @@ from gitmail.store.machines import Here
 from gitmail.store.machines import local_id as _local_id
 from gitmail.store.repository import WRITE_WAIT, Store
 from gitmail.values import receipts
+from gitmail.values import urgency as levels
 from gitmail.values.ids import BROADCAST, ID_ALPHABET, ID_LENGTH, new_id
 from gitmail.values.layout import (
     BROADCASTS,
@@ -36,12 +37,22 @@ from gitmail.values.layout import (
     seen_specs,
     state_prefix,
 )
-from gitmail.values.message import DOCUMENT_NAME, BadDocument, Message, clean_body, clean_subject, parse, reply_subject
+from gitmail.values.message import (
+    DOCUMENT_NAME,
+    MAX_DOCUMENT_BYTES,
+    BadDocument,
+    Message,
+    clean_body,
+    clean_subject,
+    parse,
+    reply_subject,
+)
 from gitmail.values.names import UNSAFE_TEXT, RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
 
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
+    from gitmail.store.remotemoves import Move
     from gitmail.store.writer import Writer
     from gitmail.values.attachments import Attachment
     from gitmail.values.outgoing import Outgoing
@@ -55,6 +66,7 @@ class Entry(NamedTuple):
     oid: str  # the message's commit
     recipient: RepoName | None  # whose inbox or archive holds it; None for broadcasts
     records: Sequence[receipts.Record] = ()  # its receipts, where the reader asked for them (log, show)
+    moved: Move | None = None  # archived or retracted here because a remote said so (log, show)
 
 
 class Pending(NamedTuple):
@@ -124,14 +136,17 @@ def send(
     from_session: str | None = None,
     to_session: str | None = None,
     to_handle: str | None = None,
+    urgency: str = levels.NORMAL,
     attachments: Sequence[Outgoing] = (),
 ) -> Entry:
     """Leave a message in `to`'s inbox; it stays pending there until `to` replies or marks it done. With
     `to_session` ("host:id"), it is for that one session of `to` (`to_handle`: how the sender named it); with
-    `from_session`, it records the session that sent it, which is never shown it."""
+    `from_session`, it records the session that sent it, which is never shown it. `urgency`: now, normal or low."""
     recipient = RepoName.parse(to)
     message = _compose(sender=sender, to=recipient, subject=subject, body=body, when=when)
-    message = message._replace(from_session=from_session, to_session=to_session, to_handle=to_handle)
+    message = message._replace(
+        from_session=from_session, to_session=to_session, to_handle=to_handle, urgency=levels.parse(urgency)
+    )
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
@@ -152,12 +167,13 @@ def broadcast(
     body: bytes | str = "",
     when: datetime | None = None,
     from_session: str | None = None,
+    urgency: str = levels.NORMAL,
     attachments: Sequence[Outgoing] = (),
 ) -> Entry:
     """Leave a message for every repo: each is handed it once; its sender never is. Sent from a session
     (`from_session`), it is that session that never is: the repo's other sessions get it like any repo."""
     message = _compose(sender=sender, to=BROADCAST, subject=subject, body=body, when=when)
-    message = message._replace(from_session=from_session)
+    message = message._replace(from_session=from_session, urgency=levels.parse(urgency))
     active = state_prefix(State.BROADCAST)
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
@@ -184,6 +200,7 @@ def reply(
     when: datetime | None = None,
     from_session: str | None = None,
     to_handle: str | None = None,
+    urgency: str = levels.NORMAL,
     attachments: Sequence[Outgoing] = (),
 ) -> Entry:
     """Answer a message: routed to its sender (to the very session that sent it, when one did), threaded on it,
@@ -207,7 +224,9 @@ def reply(
         reply_to=first.id,
     )
     handle = (first.to_handle if follow_up else to_handle) if to_session else None
-    message = message._replace(from_session=from_session, to_session=to_session, to_handle=handle)
+    message = message._replace(
+        from_session=from_session, to_session=to_session, to_handle=handle, urgency=levels.parse(urgency)
+    )
     for attempt in attempts():
         with attempt, _writing(store, actor=me) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
@@ -306,7 +325,7 @@ def pending(
     specs += [s for p in broadcast_places for s in seen_specs(p.oid)]
     receipted_places = places if store.flag("receipts") else []
     specs += [s for p in receipted_places for s in note_specs(RECEIPTS_NOTES, p.oid)]
-    documents = store.read(specs)
+    documents = store.read(specs, limit=MAX_DOCUMENT_BYTES)  # documents and notes: nothing larger is read
     entries, unreadable = _entries(places, documents[: len(places)], Here(store))
     notes = documents[len(places) : len(places) + 3 * len(broadcast_places)]
     seen = {p.oid: note_lines(notes[3 * i : 3 * i + 3]) for i, p in enumerate(broadcast_places)}
@@ -364,7 +383,7 @@ def record_shown(
 def show(store: Store, message_id: str) -> Entry:
     """One message, by id or any unique prefix of it, with its receipts."""
     place = resolve(store, message_id)
-    entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]), Here(store))
+    entries, unreadable = _entries([place], _documents(store, [place]), Here(store))
     if unreadable:
         raise _unreadable(place)
     return with_receipts(store, entries)[0]
@@ -616,7 +635,8 @@ def ids_of(entries: Sequence[Entry]) -> list[str]:
 
 
 def _documents(store: Store, places: Iterable[Located]) -> list[bytes | None]:
-    return store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places])
+    """Each message's document; None where it cannot be read, or is larger than any message gitmail writes."""
+    return store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places], limit=MAX_DOCUMENT_BYTES)
 
 
 def log(
@@ -694,16 +714,25 @@ def _homes(line: history.Line) -> list[str]:
 
 
 def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
-    """The entries, each with its receipt records (one read for all). A record made on this machine says so by
-    naming no machine, as messages do; one made elsewhere (sync brought it) keeps the machine it names."""
-    notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)])
+    """The entries, each with its receipt records (one read for all), and for those a remote archived or retracted
+    here, the record of it (store/remotemoves.py). A record made on this machine says so by naming no machine, as
+    messages do; one made elsewhere (sync brought it) keeps the machine it names."""
+    notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)], limit=MAX_DOCUMENT_BYTES)
     here = Here(store).id
+    moves: dict[str, Move] = {}
+    if any(e.state in (State.ARCHIVED, State.RETRACTED) for e in entries):
+        from gitmail.store import remotemoves  # log and show: the hooks never read it
+
+        moves = remotemoves.load(store)
 
     def local(record: receipts.Record) -> receipts.Record:
         return record._replace(machine=None) if record.machine == here else record
 
     return [
-        e._replace(records=tuple(local(r) for r in receipts.parse(note_lines(notes[3 * i : 3 * i + 3]))))
+        e._replace(
+            records=tuple(local(r) for r in receipts.parse(note_lines(notes[3 * i : 3 * i + 3]))),
+            moved=m if (m := moves.get(e.message.id)) is not None and m.state == e.state.value else None,
+        )
         for i, e in enumerate(entries)
     ]
 
@@ -719,7 +748,7 @@ def _thread(store: Store, place: Located) -> list[Entry]:
 
 def _from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> tuple[list[Entry], list[str]]:
     places = latest([p for oid, refs in rows for ref in refs if (p := locate(ref, oid))])
-    return _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]), Here(store))
+    return _entries(places, _documents(store, places), Here(store))
 
 
 def _entries(places: Sequence[Located], documents: Sequence[bytes | None], here: Here) -> tuple[list[Entry], list[str]]:

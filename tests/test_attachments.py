@@ -443,7 +443,7 @@ def test_a_refused_send_is_one_line_and_writes_nothing(api: Path, box: Store, cl
         ),
         (
             ["--retract", "7kq2m9x4ab", "--attach", "x"],
-            "gitmail: error: --retract takes no --subject, --message, --attach or --patch\n",
+            "gitmail: error: --retract takes no --subject, --message, --urgency, --attach or --patch\n",
         ),
     ]:
         subject = [] if "--retract" in args else ["--to", "web", "-s", "x"]

@@ -114,8 +114,8 @@ def test_the_tool_list_is_small_and_every_schema_is_valid() -> None:
         (
             "send",
             {"to": "web", "subjet": "x"},
-            'send: unknown argument "subjet" (known: to, broadcast, reply_to, subject, message, or_repo, attach, patch, '
-            "repo)",
+            'send: unknown argument "subjet" (known: to, broadcast, reply_to, subject, message, or_repo, urgency, '
+            "attach, patch, repo)",
         ),
         ("log", {"limit": 0}, "log: limit must be at least 1"),
         ("log", {"limit": 10_000}, "log: limit must be at most 200"),

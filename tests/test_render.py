@@ -184,10 +184,12 @@ def test_log_lines_and_json() -> None:
         "address": "web",
         "from_session": None,
         "to_session": None,
+        "urgency": "normal",
         "machine": None,
         "attachments": [],
         "applied": [],
         "body": "body",
+        "moved_by_sync": None,
     }
 
 

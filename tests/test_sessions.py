@@ -9,17 +9,17 @@ import os
 import subprocess
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from gitmail import actions, hooks, mailbox
+from gitmail import actions, mailbox
 from gitmail.errors import UsageError
 from gitmail.store import hookfiles, sessions
 from gitmail.store.repository import Store
 from gitmail.values.names import RepoName
 from gitmail.workspace import Actor, place
 from tests.conftest import RepoFactory, run_gitmail
+from tests.hooked import Session
 
 GIT_ID = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
 
@@ -47,31 +47,6 @@ def worktree(api: Path) -> Path:
     path = api / ".claude" / "worktrees" / "brave-otter"
     git("worktree", "add", "-q", str(path), "-b", "otter", cwd=api)
     return path
-
-
-class Session:
-    """One Claude Code session: each call is one hook run as the host makes it; `gitmail` runs a command in it."""
-
-    def __init__(self, cwd: Path, session_id: str, host: str = "claude") -> None:
-        self.cwd, self.id, self.host = cwd, session_id, host
-
-    def __call__(self, moment: str, **extra: Any) -> str:
-        payload = {"session_id": self.id, "cwd": str(self.cwd), **extra}
-        answer = hooks.run(moment, self.host, json.dumps(payload), watch=True)
-        if answer.after is not None:
-            answer.after()
-        if answer.stdout is None:
-            return answer.stderr or ""
-        return str(answer.stdout.get("hookSpecificOutput", {}).get("additionalContext", ""))
-
-    def gitmail(self, *args: str) -> subprocess.CompletedProcess[str]:
-        variable = "CLAUDE_CODE_SESSION_ID" if self.host == "claude" else "CODEX_THREAD_ID"
-        return run_gitmail(*args, cwd=self.cwd, env={variable: self.id})
-
-    def send(self, *args: str) -> str:
-        done = self.gitmail("send", *args)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
 
 
 # -- worktrees are their repository ---------------------------------------------------------------------------------

@@ -149,8 +149,16 @@ def test_archived_beats_pending_everywhere_and_never_comes_back(trio: tuple[Stor
     assert [e.message.id for e in mailbox.done(b, repo="web", ids=[sent.message.id]).archived] == [sent.message.id]
     # The done travels with its receipt (when, and by whom, it was handled).
     assert sync_now(b) == sync.Outcome("origin", moved_there=1, notes=1)
-    assert sync_now(c) == sync.Outcome("origin", moved_here=1, notes=1)
-    assert sync_now(a) == sync.Outcome("origin", moved_here=1, notes=1)
+    for box in (c, a):  # each says which machine the remote names, and that no session here was shown it
+        outcome = sync_now(box)
+        assert outcome._replace(said=()) == sync.Outcome("origin", moved_here=1, notes=1)
+        [move] = outcome.said
+        assert (move.id, move.state, move.machine, move.shown) == (
+            sent.message.id,
+            "archived",
+            machine.current(b).field(),
+            False,
+        )
     for box in (a, b, c):
         assert state_of(box, sent.message.id) is State.ARCHIVED
         assert mailbox.status(mailbox.show(box, sent.message.id)).name == "done"
@@ -184,7 +192,11 @@ def test_retracted_beats_active(trio: tuple[Store, Store, Store]) -> None:
     sync_now(a), sync_now(b)
     assert mailbox.retract(a, sender="api", message_id=cast.message.id)
     sync_now(a)
-    assert sync_now(b) == sync.Outcome("origin", moved_here=1)
+    outcome = sync_now(b)
+    assert outcome._replace(said=()) == sync.Outcome("origin", moved_here=1)
+    assert [(m.id, m.state, m.machine) for m in outcome.said] == [
+        (cast.message.id, "retracted", machine.current(a).field())
+    ]
     assert state_of(b, cast.message.id) is State.RETRACTED
     assert not mailbox.pending(b, repo="web").broadcasts
 
@@ -462,16 +474,22 @@ def test_a_remote_that_is_gone_costs_one_line(
 
 
 def test_a_remote_that_refuses_the_push_costs_one_line(
-    trio: tuple[Store, Store, Store], remote: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a, _, _ = trio
+    """A server's own hook refuses (a path remote's hooks never run: see test_hostile_remote.py)."""
+    served = tmp_path / "served"
+    served.mkdir()
+    remote = bare_remote(served / "mail.git")
     hook = remote / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\necho 'pushes are closed today' >&2\nexit 1\n")
     hook.chmod(0o755)
-    mailbox.send(a, sender="api", to="web", subject="refused")
-    err = failing_sync(cli, monkeypatch, a)
+    with git_daemon(served) as base:
+        a = make_machine(tmp_path, "laptop", f"{base}/mail.git")
+        mailbox.send(a, sender="api", to="web", subject="refused")
+        err = failing_sync(cli, monkeypatch, a)
     assert err == (
-        f"gitmail: error: origin: {remote} refused the push: pre-receive hook declined (pushes are closed today)\n"
+        f"gitmail: error: origin: {base}/mail.git refused the push: pre-receive hook declined (pushes are closed "
+        "today)\n"
     )
     assert not git(remote, "for-each-ref")
 
@@ -567,6 +585,74 @@ def test_urls_with_credentials_are_refused(
     assert result.err == (
         "gitmail: error: origin: refusing to sync with https://***@example.com/mail.git: it embeds a password in "
         "plain text; use ssh keys or a git credential helper instead\n"
+    )
+
+
+def test_credentials_in_any_spelling_and_command_transports_are_refused(
+    trio: tuple[Store, Store, Store], cli: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    a, _, _ = trio
+    monkeypatch.setenv("GITMAIL_DIR", str(a.path))
+    marker = tmp_path / "ran"
+    for url, why, shown in (
+        ("https://example.com/mail.git?access_token=hunter2", "holds a query", "https://example.com/mail.git?***"),
+        ("https://example.com/mail.git?private_token=hunter2&x=1", "holds a query", "https://example.com/mail.git?***"),
+        ("https://example.com/mail.git#hunter2", "or a fragment", "https://example.com/mail.git#***"),
+        ("https://hunter2Hunter2hunter2XY@example.com/m.git", "access token", "https://***@example.com/m.git"),
+        ("ssh://ghp_hunter2@example.com/mail.git", "access token", "ssh://***@example.com/mail.git"),
+        ("glpat-hunter2@example.com:me/mail.git", "access token", "***@example.com:me/mail.git"),
+        ("https://u%3Ahunter2@example.com/mail.git", "embeds a password", "https://***@example.com/mail.git"),
+        ("https://u%3ahunter2@example.com/mail.git", "embeds a password", "https://***@example.com/mail.git"),
+        (f"ext::sh -c touch% {marker}", "ext transport", None),
+        ("EXT::sh -c true", "ext transport", None),
+        ("ext://sh", "ext transport", None),
+        ("fd::3", "fd transport", None),
+    ):
+        before = (a.path / "config").read_bytes()
+        result = cli("remote", "add", "other", "--", url)
+        assert result.code == 2 and result.out == "", (url, result)
+        assert result.err.startswith("gitmail: error: invalid URL: it ") and result.err.count("\n") == 1, result
+        assert why in result.err and "hunter2" not in result.err, (url, result)
+        assert (a.path / "config").read_bytes() == before
+        # edited into the config by hand: refused at sync time in one line, never shown in full, never run
+        a.git("config", "gitmail-remote.origin.url", url)
+        synced = cli("sync")
+        assert synced.code == 1 and synced.err.count("\n") == 1, (url, synced)
+        assert synced.err.startswith(f"gitmail: error: origin: refusing to sync with {shown or url}: it "), synced
+        assert why in synced.err and "hunter2" not in synced.err, (url, synced)
+        assert not marker.exists()
+    for fine in (
+        "https://me%40example.com@example.com/mail.git",
+        "ssh://git@example.com:2222/mail.git",
+        "me.myself@example.com:mail.git",
+        str(tmp_path / "odd?name#dir"),
+    ):
+        assert remotes.url_problem(fine) is None, fine
+
+
+def test_a_sync_recorded_under_older_rules_is_checked_again(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the last sync left does not vouch for a URL the current rules refuse: the quick check goes the whole way,
+    which refuses it."""
+    odd = bare_remote(tmp_path / "mail.git#frag")
+    url = f"file://{odd}"
+    a = make_machine(tmp_path, "laptop", str(odd))
+    mailbox.send(a, sender="api", to="web", subject="x")
+    settle(a)
+    a.git("config", "gitmail-remote.origin.url", url)
+    record = json.loads(Path(synccheck.Record.path(a.path, "origin")).read_text())
+    record.pop("rules", None)  # as a gitmail before the current rules wrote it
+    record["url"] = url
+    Path(synccheck.Record.path(a.path, "origin")).write_text(json.dumps(record))
+    assert synccheck.up_to_date() is None
+    monkeypatch.setenv("GITMAIL_DIR", str(a.path))
+    result = cli("sync")
+    assert (result.code, result.err) == (
+        1,
+        f"gitmail: error: origin: refusing to sync with file://{tmp_path}/mail.git#***: it holds a query (?...) or a "
+        "fragment (#...), where access tokens are passed; a git remote needs neither (use a git credential helper "
+        "instead)\n",
     )
 
 

@@ -81,6 +81,16 @@ def send(
         bool,
         typer.Option("--or-repo", help="With --to REPO#SESSION: if that session has ended, every session of REPO."),
     ] = False,
+    urgency: Annotated[
+        str | None,
+        typer.Option(
+            "--urgency",
+            "-u",
+            help="now (shown first, wakes idle sessions, may continue a turn), normal (the default), or low (never "
+            "wakes or continues a turn; may be marked done without a reply).",
+            show_default=False,
+        ),
+    ] = None,
     attach: Annotated[
         list[str] | None,
         typer.Option(
@@ -117,6 +127,7 @@ def send(
         retract=retract,
         sender=sender,
         or_repo=or_repo,
+        urgency=urgency,
         attach=attach or [],
         patch=patch,
     )

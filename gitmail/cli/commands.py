@@ -13,6 +13,7 @@ from gitmail import actions, render
 from gitmail.edge import say
 from gitmail.errors import GitmailError, UsageError
 from gitmail.store.opening import open_mailbox
+from gitmail.values import urgency as levels
 from gitmail.values.address import Address
 from gitmail.values.message import MAX_BODY_BYTES
 from gitmail.values.names import RepoName
@@ -54,14 +55,18 @@ def send(
     retract: str | None,
     sender: str | None,
     or_repo: bool = False,
+    urgency: str | None = None,
     attach: Sequence[str] = (),
     patch: str | None = None,
 ) -> None:
     mode = actions.one_of({"--to": to, "--broadcast": broadcast, "--reply-to": reply_to, "--retract": retract})
     if or_repo and mode != "--to":
         raise UsageError("--or-repo goes with --to REPO#SESSION")
-    if retract is not None and (subject is not None or message is not None or attach or patch is not None):
-        raise UsageError("--retract takes no --subject, --message, --attach or --patch")
+    if retract is not None and (
+        subject is not None or message is not None or urgency is not None or attach or patch is not None
+    ):
+        raise UsageError("--retract takes no --subject, --message, --urgency, --attach or --patch")
+    levels.parse(urgency)  # a wrong level is refused before anything is read or written
     if subject is None and mode in ("--to", "--broadcast"):
         raise UsageError("a subject is required (--subject TEXT)")
     me = writer(sender)
@@ -80,6 +85,7 @@ def send(
         subject=subject,
         body=text,
         or_repo=or_repo,
+        urgency=urgency,
         attach=attach,
         patch=patch,
     )

@@ -16,7 +16,7 @@ import inspect
 import types as pytypes
 from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Annotated, Any, NamedTuple, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin, get_type_hints
 
 from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.exceptions import best_match
@@ -73,6 +73,10 @@ def send(
     subject: Annotated[str | None, Doc("One line (optional with reply_to)")] = None,
     message: Annotated[str, Doc("The body")] = "",
     or_repo: Annotated[bool, Doc("If the session addressed has ended: every session of its repo")] = False,
+    urgency: Annotated[
+        Literal["now", "normal", "low"] | None,
+        Doc("now: shown first, wakes idle sessions; low: never wakes or interrupts (default normal)"),
+    ] = None,
     attach: Annotated[list[str] | None, Doc("Files to attach: paths in your repository", max_items=20)] = None,
     patch: Annotated[
         str | None, Doc('Attach commits as git format-patch output (a revision range), or "" for uncommitted changes')
@@ -98,6 +102,7 @@ def send(
         subject=subject,
         body=message,
         or_repo=or_repo,
+        urgency=urgency,
         attach=attach or (),
         patch=patch,
         base=where,
@@ -320,6 +325,8 @@ def _property(hint: Any) -> dict[str, Any]:
         found = {"type": "integer"}
     elif hint is str:
         found = {"type": "string"}
+    elif get_origin(hint) is Literal:
+        found = {"type": "string", "enum": list(get_args(hint))}
     elif get_origin(hint) is list and get_args(hint) == (str,):
         found = {"type": "array", "items": {"type": "string"}, "minItems": 1}
     else:
@@ -353,7 +360,13 @@ def _problem(tool: Tool, error: ValidationError) -> str:
         return f"{tool.name}: {where} must be {'at least' if rule == 'minimum' else 'at most'} {limit}"
     if rule in ("minItems", "maxItems"):
         return f"{tool.name}: {where} must list {'at least' if rule == 'minItems' else 'at most'} {limit}"
+    if rule == "enum":
+        return f"{tool.name}: {where} must be one of {', '.join(str(v) for v in _listed(limit))}"
     return f"{tool.name}: {where} is not valid ({rule})"
+
+
+def _listed(values: Any) -> list[Any]:
+    return list(values) if isinstance(values, list) else []
 
 
 TOOLS = [

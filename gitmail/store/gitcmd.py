@@ -9,6 +9,15 @@ only the variables listed below, reads only the mailbox's own config, and runs n
 The one exception is `run_network`, for the commands that talk to a sync remote (fetch, push, ls-remote): they need
 the user's own authentication, so they also get the user's git config and the variables listed in NETWORK_ENV —
 and still run no hook. Every local command stays on `run`.
+
+A remote git reaches through its local transport (a path, a `file://` URL, a symlink to either) is the one place
+where someone else's repository could run code here: git starts upload-pack or receive-pack on this machine, as
+this user, inside that repository, with its config and hooks, and without our `-c` settings (git clears them for
+the child). So `run_network` names the program git starts there (`--upload-pack`, `--receive-pack`), carrying
+settings of its own that no repository config can override: no hook of any kind, no command from config, no
+automatic gc, no checkout into a work tree, no lazy fetch, no transport onwards (`remote_program`). A URL gitmail
+does not take as local may not become one through the user's `url.<base>.insteadOf` (`protocol.file.allow=never`),
+and no URL may use the transports that run commands (`ext::`, `fd::`).
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from gitmail.errors import MailboxError
 
 TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from os import PathLike
     from typing import Any
 
@@ -82,11 +91,14 @@ def spawn(
     stdin: bytes | None = None,
     pass_fds: Sequence[int] = (),
     timeout: float | None = None,
+    until: Callable[[bytes], bool] | None = None,
 ) -> Spawned:
     """Run a program to its end with os.posix_spawnp, feeding it `stdin` and collecting its output, without the
     subprocess module (whose import costs the hooks and the quick commands milliseconds each). The fds in
     `pass_fds` stay open in it (the mailbox lock, which must outlive gitmail if it is killed); a process still
-    running after `timeout` seconds is killed (returncode -9). Raises FileNotFoundError when the program is missing."""
+    running after `timeout` seconds is killed (returncode -9), and so is one whose output so far made `until`
+    (called with each piece of standard output as it comes) say True. Raises FileNotFoundError when the program is
+    missing."""
     import select
 
     child_in, feed = os.pipe() if stdin else (None, None)
@@ -118,7 +130,7 @@ def spawn(
     open_fds = {out_r, err_r} | ({feed} if feed is not None else set())
     killed = False
     try:
-        while open_fds:
+        while open_fds and not killed:
             wait = None if end is None else max(0.0, end - time.monotonic())
             ready = poller.poll(None if wait is None else int(wait * 1000))
             if not ready and end is not None and time.monotonic() >= end:
@@ -140,6 +152,10 @@ def spawn(
                 data = os.read(fd, 65536)
                 if data:
                     chunks[fd].append(data)
+                    if until is not None and fd == out_r and until(data):
+                        os.kill(pid, 9)
+                        killed = True
+                        break
                 else:
                     poller.unregister(fd)
                     open_fds.discard(fd)
@@ -265,13 +281,36 @@ def network_environment() -> dict[str, str]:
 
 
 def run_network(
-    git_dir: str | PathLike[str], *args: str, pass_fds: Sequence[int] = (), timeout: float | None = None
+    git_dir: str | PathLike[str],
+    command: str,
+    *options: str,
+    url: str,
+    refs: Sequence[str] = (),
+    config: Sequence[str] = (),
+    pass_fds: Sequence[int] = (),
+    timeout: float | None = None,
 ) -> NetworkResult:
-    """Run one git command that talks to a remote, with the user's authentication and git config, and no hook.
+    """Run one git command that talks to a remote (`git [-c config...] command options... -- url refs...`), with
+    the user's authentication and git config, no hook here, and nothing of the remote's run here (`remote_args`).
     Never raises for git's own failures: the caller reads the exit code and the messages."""
+    refused = local_transport_problem(url)
+    if refused is not None:
+        return NetworkResult(128, b"", f"fatal: {refused}")
+    settings = [piece for setting in config for piece in ("-c", setting)]
     try:
         done = spawn(
-            ["git", "--git-dir", str(git_dir), *SAFE_CONFIG, *args],
+            [
+                "git",
+                "--git-dir",
+                str(git_dir),
+                *SAFE_CONFIG,
+                *settings,
+                *remote_args(command, url),
+                *options,
+                "--",
+                url,
+                *refs,
+            ],
             network_environment(),
             pass_fds=pass_fds,
             timeout=timeout,
@@ -283,6 +322,186 @@ def run_network(
     if done.returncode == -9:
         return NetworkResult(-1, b"", f"fatal: no answer within {timeout:g} seconds")
     return NetworkResult(done.returncode, done.stdout, done.stderr.decode(errors="replace"))
+
+
+# Every hook event git knows (githooks(5), git 2.55). core.hooksPath=/dev/null stops the hooks/ folder and any
+# core.hooksPath a repository sets; hook.<event>.enabled=false stops the hooks a config defines (git 2.55 and later;
+# older gits ignore the setting, and before 2.54 there are no such hooks).
+HOOK_EVENTS = (
+    "applypatch-msg pre-applypatch post-applypatch pre-commit pre-merge-commit prepare-commit-msg commit-msg "
+    "post-commit pre-rebase post-checkout post-merge pre-push pre-receive update proc-receive post-receive "
+    "post-update reference-transaction push-to-checkout pre-auto-gc post-rewrite sendemail-validate "
+    "fsmonitor-watchman p4-changelist p4-prepare-changelist p4-post-changelist p4-pre-submit post-index-change"
+).split()
+# The remote side's settings: the command line is the strongest config scope, above the repository's own config,
+# what it includes and the user's global config.
+REMOTE_SIDE_CONFIG = (
+    f"core.hooksPath={os.devnull}",  # no hook from hooks/ or from a core.hooksPath the repository sets
+    "core.fsmonitor=false",  # no fsmonitor command when an index is read
+    "core.alternateRefsCommand=exit 0",  # objects/info/alternates: no command, no alternate refs advertised
+    "receive.autogc=false",  # no `git gc --auto` after a push (its pre-auto-gc hook, its children)
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "receive.denyCurrentBranch=refuse",  # no updateInstead: no checkout into a work tree of the remote (filters,
+    "receive.denyDeleteCurrent=refuse",  # fsmonitor, push-to-checkout, post-index-change)
+    "receive.updateServerInfo=false",
+    "core.logAllRefUpdates=false",  # no new reflog (an existing one is still appended to: by "gitmail", below)
+    *(f"hook.{event}.enabled=false" for event in HOOK_EVENTS),
+)
+REMOTE_SIDE_ENV = (
+    "GIT_NO_LAZY_FETCH=1",  # no lazy fetch from a promisor remote the repository's config names
+    "GIT_ALLOW_PROTOCOL=",  # set and empty: no transport at all for whatever the remote side would start
+    "GIT_COMMITTER_NAME=gitmail",  # the identity in the remote's reflog lines is ours, not its config's
+    "GIT_COMMITTER_EMAIL=gitmail",
+)
+# On gitmail's own command, whatever the URL: no transport that runs a command or talks through a file descriptor.
+TRANSPORT_CONFIG = ("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never")
+CONFIG_HOOKS_ONLY = (2, 54)  # the git that runs hooks a config defines and has no switch to stop them
+
+
+def is_local(url: str) -> bool:
+    """Whether git reaches `url` through its local transport, as git decides it: `file://...`, or no ':' before
+    the first '/' (a path). `<helper>::...` and `<scheme>://...` are not local."""
+    end = 0
+    while end < len(url) and (url[end].isalnum() or (end and url[end] in "+.-")):
+        end += 1
+    rest = url[end:]
+    if rest.startswith("::"):
+        return False
+    if rest.startswith("://"):
+        return url[:end].lower() == "file"
+    colon, slash = url.find(":"), url.find("/")
+    return colon < 0 or 0 <= slash < colon
+
+
+def remote_args(command: str, url: str) -> list[str]:
+    """What goes between gitmail's own settings and the options of a fetch, push or ls-remote of `url`."""
+    if not is_local(url):
+        return [*TRANSPORT_CONFIG, "-c", "protocol.file.allow=never", command]
+    service = "receive-pack" if command == "push" else "upload-pack"
+    return [*TRANSPORT_CONFIG, command, f"--{service}={remote_program(service)}"]
+
+
+def remote_program(service: str) -> str:
+    """The shell command line git runs for upload-pack or receive-pack in a local remote: our own git, by its
+    path, with the remote side's settings and variables."""
+    config = [piece for setting in REMOTE_SIDE_CONFIG for piece in ("-c", setting)]
+    return " ".join([*REMOTE_SIDE_ENV, *(_quoted(word) for word in [git_path(), *config, service])])
+
+
+def local_transport_problem(url: str) -> str | None:
+    """Why git cannot be trusted with this URL on this machine; None when it can. Only git 2.54 cannot: it runs
+    hooks a repository's config defines, under names of the repository's choosing, and has no switch to stop
+    them."""
+    if not is_local(url) or git_version()[:2] != CONFIG_HOOKS_ONLY:
+        return None
+    return (
+        "git 2.54 would run hooks that the remote repository's config defines, and cannot be told not to; "
+        "sync with a path or file:// remote needs another git version (or reach the remote over ssh)"
+    )
+
+
+_found: dict[str, Any] = {}  # what git_path and git_version found, once per process
+
+
+def git_path() -> str:
+    """The git that PATH names (the one `spawn` runs), as an absolute path."""
+    if "path" not in _found:
+        for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+            candidate = os.path.join(os.path.abspath(folder or "."), "git")
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                _found["path"] = candidate
+                break
+        else:
+            raise MailboxError("git was not found on PATH; gitmail syncs with it")
+    return str(_found["path"])
+
+
+def git_version() -> tuple[int, ...]:
+    """The version of the git on PATH, as numbers ((2, 39, 5)); () when it cannot be told."""
+    if "version" not in _found:
+        try:
+            said = spawn([git_path(), "version"], environment()).stdout.decode(errors="replace").split()
+        except OSError:
+            said = []
+        numbers = []
+        for part in (said[2] if len(said) > 2 else "").split("."):
+            if not part.isdigit():
+                break
+            numbers.append(int(part))
+        _found["version"] = tuple(numbers)
+    return tuple(_found["version"])
+
+
+def _quoted(word: str) -> str:
+    """`word` for a POSIX shell."""
+    if word and all(c.isalnum() or c in "@%+=:,./-_" for c in word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+def read_batch(git_dir: str | PathLike[str], specs: Sequence[str], limit: int) -> list[bytes | None]:
+    """As `git cat-file --batch` answers each spec; None where missing, and where the object is larger than `limit`
+    bytes: git is stopped as soon as it announces one (having sent at most a pipe's worth of it), and a new one
+    answers the specs after it."""
+    where = str(git_dir)
+    results: list[bytes | None] = []
+    while len(results) < len(specs):
+        rest = specs[len(results) :]
+        watch = _Watch(limit)
+        try:
+            done = spawn(
+                ["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, "cat-file", "--batch", "--buffer"],
+                environment(),
+                stdin="".join(s + "\n" for s in rest).encode(),
+                until=watch.feed,
+            )
+        except FileNotFoundError:
+            raise MailboxError("git was not found on PATH; gitmail reads the mailbox with it") from None
+        except OSError as error:
+            raise MailboxError(f"could not run git: {error.strerror or error}") from None
+        if done.returncode != 0 and not watch.stopped:
+            raise GitFailed("cat-file", done.returncode, done.stderr.decode(errors="replace"))
+        results += parse_batch(done.stdout, watch.answered if watch.stopped else len(rest))
+        if watch.stopped:
+            results.append(None)
+    return results
+
+
+class _Watch:
+    """Follows `git cat-file --batch` output as it comes: how many answers are whole, and whether the next one
+    announced a size over the limit (then the output must be read no further)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.answered, self.stopped = limit, 0, False
+        self.header = b""  # the part of a header line not yet ended
+        self.skip = 0  # bytes of the current answer's content (and its newline) still to come
+
+    def feed(self, data: bytes) -> bool:
+        at = 0
+        while at < len(data):
+            if self.skip:
+                taken = min(self.skip, len(data) - at)
+                self.skip -= taken
+                at += taken
+                if not self.skip:
+                    self.answered += 1
+                continue
+            end = data.find(b"\n", at)
+            if end < 0:
+                self.header += data[at:]
+                return False
+            header, self.header = self.header + data[at:end], b""
+            at = end + 1
+            size = _size(header)
+            if size is None:
+                self.answered += 1
+            elif size > self.limit:
+                self.stopped = True
+                return True
+            else:
+                self.skip = size + 1  # its content and the newline after it
+        return False
 
 
 def parse_batch(out: bytes, count: int) -> list[bytes | None]:
@@ -326,17 +545,18 @@ class BatchReader:
         self._lock = _thread.allocate_lock()
         self._process: _Piped | None = None
 
-    def read(self, specs: Sequence[str]) -> list[bytes | None]:
-        """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing."""
+    def read(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
+        """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, and
+        where the object is larger than `limit` bytes (then not one byte of it is read)."""
         if any("\n" in spec for spec in specs):
             raise ValueError("a cat-file request cannot hold a newline")
         with self._lock:
             try:
-                return self._read(specs)
+                return self._read(specs, limit)
             except (OSError, ValueError, EOFError):  # the git behind it is gone: once more with a new one
                 self._stop()
             try:
-                return self._read(specs)
+                return self._read(specs, limit)
             except (OSError, ValueError, EOFError) as error:
                 self._stop()
                 raise MailboxError(f"could not read the mailbox with git cat-file: {error}") from None
@@ -345,13 +565,20 @@ class BatchReader:
         with self._lock:
             self._stop()
 
-    def _read(self, specs: Sequence[str]) -> list[bytes | None]:
-        process = self._running()
+    def _read(self, specs: Sequence[str], limit: int | None) -> list[bytes | None]:
         results: list[bytes | None] = []
-        for chunk in _chunks(specs):
+        while len(results) < len(specs):
+            process = self._running()
+            chunk = next(_chunks(specs[len(results) :]))
             process.stdin.write("".join(spec + "\n" for spec in chunk).encode())
             process.stdin.flush()
-            results += [_answer(process.stdout) for _ in chunk]
+            for _ in chunk:
+                answer = _answer(process.stdout, limit)
+                if answer is TOO_LARGE:  # its content is never read: this git goes, a new one answers the rest
+                    self._stop()
+                    results.append(None)
+                    break
+                results.append(answer if isinstance(answer, bytes) else None)
         return results
 
     def _running(self) -> _Piped:
@@ -427,13 +654,18 @@ def _chunks(specs: Sequence[str]) -> Iterator[Sequence[str]]:
         yield specs[start:]
 
 
-def _answer(stdout: Any) -> bytes | None:
+TOO_LARGE = object()  # an answer larger than the reader would read
+
+
+def _answer(stdout: Any, limit: int | None = None) -> bytes | None | object:
     header = stdout.readline()
     if not header.endswith(b"\n"):
         raise EOFError("git cat-file stopped answering")
     size = _size(header[:-1])
     if size is None:
         return None
+    if limit is not None and size > limit:
+        return TOO_LARGE
     data = stdout.read(size + 1)
     if len(data) != size + 1:
         raise EOFError("git cat-file stopped answering")

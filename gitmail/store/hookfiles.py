@@ -79,11 +79,12 @@ class SessionFiles(NamedTuple):
     turn: Path  # .turn
     top: Path  # .top
     live: Path  # .live
+    held: Path  # .held: there while low-urgency mail waits for the next prompt (hook.sh then runs Python)
 
 
 def session_files(mailbox: Path, stem: str) -> SessionFiles:
     where = folder(mailbox, SESSIONS)
-    return SessionFiles(*(where / f"{stem}.{suffix}" for suffix in ("json", "stamps", "turn", "top", "live")))
+    return SessionFiles(*(where / f"{stem}.{suffix}" for suffix in ("json", "stamps", "turn", "top", "live", "held")))
 
 
 _TREE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")

@@ -209,19 +209,22 @@ class Store:
         gone = self.missing([p.oid for p in places])
         return [p for p in places if p.oid in gone]
 
-    def read(self, specs: Sequence[str]) -> list[bytes | None]:
-        """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing. What
-        is loose is read directly (loose.py); only the rest costs a `git cat-file`."""
+    def read(self, specs: Sequence[str], *, limit: int | None = None) -> list[bytes | None]:
+        """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, and
+        where the object is larger than `limit` bytes (nothing of it past its size is read then). What is loose is
+        read directly (loose.py); only the rest costs a `git cat-file`."""
         if not specs:
             return []
-        found = loose.read(self.path, specs)
+        found = loose.read(self.path, specs, limit)
         rest = [spec for spec, got in zip(specs, found, strict=True) if got is loose.ELSEWHERE]
-        answers = iter(self._cat_file(rest) if rest else [])
+        answers = iter(self._cat_file(rest, limit) if rest else [])
         return [next(answers) if got is loose.ELSEWHERE else got if isinstance(got, bytes) else None for got in found]
 
-    def _cat_file(self, specs: Sequence[str]) -> list[bytes | None]:
+    def _cat_file(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
         if self._reader is not None:
-            return self._reader.read(specs)
+            return self._reader.read(specs, limit)
+        if limit is not None:
+            return gitcmd.read_batch(self.path, specs, limit)
         out = self.git("cat-file", "--batch", "--buffer", stdin="".join(s + "\n" for s in specs).encode())
         return gitcmd.parse_batch(out, len(specs))
 

@@ -8,9 +8,9 @@ chose, and when and why it ended. Parallel tool calls of one session run their h
 and written under its own lock. Records are removed a week after their session was last heard from.
 
 Files beside the record serve hook.sh, which reads and writes them with shell built-ins (hookfiles.py): `.stamps`,
-`.top` (the work tree), `.turn` (whether it is in a turn) and `.live` (the host process and its start time). The
-turn lives only in its file, because most hook calls never start Python: the record reads it when loaded and
-writes it when saved.
+`.top` (the work tree), `.turn` (whether it is in a turn), `.live` (the host process and its start time) and `.held`
+(low-urgency mail waits for the next prompt). The turn lives only in its file, because most hook calls never start
+Python: the record reads it when loaded and writes it when saved.
 
 Whether a session is still there is never guessed from a timestamp a crash leaves behind: the host process it ran
 in is recorded with its start time, and is asked (through /proc) whether it still runs; a session end the host
@@ -45,6 +45,7 @@ class Record:
         self.path, self.data = path, data
         self.turn = turn  # in a turn: from a prompt or a tool call until the turn ends
         self.top: str | None = None  # set: the work tree hook.sh compares with before it reads the stamps
+        self.held: bool | None = None  # set: whether low-urgency mail waits for the next prompt
 
     @property
     def known(self) -> set[str]:
@@ -129,6 +130,10 @@ def record(
         write_line(files.turn, hookfiles.BUSY if entry.turn else hookfiles.IDLE)
         if entry.top is not None:
             write_line(files.top, entry.top)
+        if entry.held:
+            write_line(files.held, "low")
+        elif entry.held is not None:
+            files.held.unlink(missing_ok=True)
         if fresh:
             _clean(files.record.parent)
     except OSError:

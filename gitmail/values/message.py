@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
+from gitmail.values import urgency as levels
 from gitmail.values.address import HANDLE, session_key
 from gitmail.values.ids import BROADCAST, ID_PATTERN
 from gitmail.values.machine import Machine
@@ -25,9 +26,14 @@ if TYPE_CHECKING:
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_SUBJECT_CHARS = 200
+# A message's document (its frontmatter and body) and its commit are never larger than this: what reads a message
+# reads no more of it, and mail over it that arrives by sync is set aside unread.
+MAX_DOCUMENT_BYTES = MAX_BODY_BYTES + 4 * 1024
 DOCUMENT_NAME = "message.md"
 
-_FIELDS = ("id", "from", "to", "subject", "date", "reply-to", "machine", "from-session", "to-session", "to-handle")
+_FIELDS = (
+    "id", "from", "to", "subject", "date", "reply-to", "machine", "from-session", "to-session", "to-handle", "urgency",
+)  # fmt: skip
 _ATTACHMENTS = "attachments"  # the one field whose value is a JSON array (attachments.py), not a string
 
 
@@ -43,6 +49,7 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
     from_session: str | None = None  # the host session that sent it ("claude:5b0e..."): never shown to it
     to_session: str | None = None  # the one session of `to` it is for; None: every session of `to`
     to_handle: str | None = None  # how the sender named that session (`api#HANDLE`), for people
+    urgency: str = levels.NORMAL  # now, normal or low (urgency.py): what delivery does with it
     attachments: tuple[Attachment, ...] = ()  # files and patches in its commit's tree (attachments.py)
 
     @property
@@ -74,6 +81,7 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
             ("from-session", self.from_session),
             ("to-session", self.to_session),
             ("to-handle", self.to_handle),
+            ("urgency", self.urgency if self.urgency != levels.NORMAL else None),
         ):
             if value:
                 fields[name] = value
@@ -91,6 +99,8 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
             trailers.append(f"Reply-To: {self.reply_to}")
         if self.machine is not None:
             trailers.append(f"Machine: {self.machine.field()}")
+        if self.urgency != levels.NORMAL:
+            trailers.append(f"Urgency: {self.urgency}")
         trailers += [f"Attachment: {a.name} ({a.size} bytes, blob {a.blob})" for a in self.attachments]
         body = self.body.strip("\r\n")
         parts = [self.subject, body, "\n".join(trailers)] if body else [self.subject, "\n".join(trailers)]
@@ -156,6 +166,7 @@ def parse(data: bytes) -> Message:
             from_session=session_key(fields.get("from-session", "")),
             to_session=session_key(fields.get("to-session", "")),
             to_handle=fields["to-handle"] if HANDLE.fullmatch(fields.get("to-handle", "")) else None,
+            urgency=levels.stored(fields.get("urgency", levels.NORMAL)),
             attachments=_attachments(fields[_ATTACHMENTS]) if _ATTACHMENTS in fields else (),
         )
     except (KeyError, ValueError) as error:

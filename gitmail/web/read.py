@@ -26,7 +26,7 @@ from gitmail.store.repository import Store
 from gitmail.values.attachments import Attachment
 from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import ROOT, SEEN_NOTES, Located, State, latest
-from gitmail.values.message import DOCUMENT_NAME, BadDocument, Message, parse
+from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, Message, parse
 from gitmail.values.names import RepoName
 
 PER_PAGE = 25
@@ -189,7 +189,7 @@ class Snapshot:
         with self._lock:
             missing = [oid for oid in wanted if oid not in self._documents]
         if missing:
-            read = self.store.read([f"{oid}:{DOCUMENT_NAME}" for oid in missing])
+            read = self.store.read([f"{oid}:{DOCUMENT_NAME}" for oid in missing], limit=MAX_DOCUMENT_BYTES)
             parsed = {oid: _parse(data) for oid, data in zip(missing, read, strict=True)}
             with self._lock:
                 if len(self._documents) + len(parsed) > _KEPT_DOCUMENTS:
