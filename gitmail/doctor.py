@@ -30,6 +30,9 @@ from gitmail.store.writer import Writer, writing
 from gitmail.values.layout import DAMAGED, OVERSIZED, Change, Located, State, damaged_ref, latest, locate
 from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, parse
 from gitmail.values.names import RepoName, name_problem
+from gitmail.values.verdict import ACCEPTED as ACCEPTED_KEYS
+from gitmail.values.verdict import NEW as NEW_KEY
+from gitmail.values.verdict import REVOKED as REVOKED_KEY
 from gitmail.workspace import Place
 
 LISTED = 10  # ids or files named in one line before "and N more"
@@ -78,6 +81,7 @@ def examine(store: Store, *, here: Place | None, home: Path, repaired: Sequence[
         findings += _outside_layout(store)
         findings += _oversized(store)
         messages = inventory.readable()
+        findings += _keys(store)
     findings += _repository(store, here, messages)
     findings += _hooks(home)
     findings += _waking(store) if usable else []
@@ -231,6 +235,92 @@ def _config_drift(store: Store) -> list[tuple[str, str, str | None]]:
     return [
         (k, v, have.get(k.lower())) for k, v in MAILBOX_CONFIG.items() if k != MARK_KEY and have.get(k.lower()) != v
     ]
+
+
+def _keys(store: Store) -> list[Finding]:
+    """The key this machine signs with, and the keys of other machines: a changed key is a problem until the user
+    trusts it or revokes the machine (its mail reads UNVERIFIED meanwhile)."""
+    from gitmail.store import keys
+    from gitmail.store import machines as machine
+    from gitmail.store import pins as known_keys
+
+    findings = []
+    try:
+        own = keys.signer(store, create=False)
+    except keys.SigningKeyError as error:
+        findings.append(Finding("keys", Level.PROBLEM, f"no mail can be written: {error}"))
+        own = None
+    else:
+        if own is None:
+            findings.append(Finding("keys", Level.OK, "no signing key yet: the first write makes one"))
+        else:
+            which = f"gitmail's own key {own.path}" if own.own else f"your key {own.path} (gitmail.{keys.SETTING})"
+            findings.append(Finding("keys", Level.OK, f"signs with {own.kind} {own.fingerprint}: {which}"))
+            here = machine.current(store) if store.writable() else None
+            if here is not None and keys.published_mark(store) != keys.mark(own, here):
+                findings.append(
+                    Finding(
+                        "keys",
+                        Level.NOTE,
+                        "this machine's key is not published yet, so other machines cannot verify its mail",
+                        "the next write publishes it; `gitmail keys init` does it now",
+                    )
+                )
+    pins = store.own_dir / keys.FOLDER / known_keys.FILE
+    try:
+        json.loads(pins.read_text(encoding="utf-8")) if pins.exists() else None
+    except (OSError, ValueError) as error:
+        findings.append(
+            Finding(
+                "keys",
+                Level.PROBLEM,
+                f"{pins} cannot be read ({error}): every machine's key would be taken on first sight again",
+                f"restore it from a backup, or remove it to pin the keys published now ({shlex.quote(str(pins))})",
+            )
+        )
+    known = known_keys.known(store).all
+    for key in known:
+        if key.state == NEW_KEY:
+            findings.append(
+                Finding(
+                    "keys",
+                    Level.PROBLEM,
+                    f'machine "{key.name}" ({key.machine}) published a key this machine does not accept: '
+                    f"{key.fingerprint}; its mail signed with it reads UNVERIFIED",
+                    f"if you expect it (compare with `gitmail keys` on that machine): gitmail keys trust {key.machine} "
+                    f"{key.fingerprint}; if not: gitmail keys revoke {key.machine}",
+                    (key.machine, key.fingerprint),
+                )
+            )
+        elif key.state == REVOKED_KEY:
+            findings.append(
+                Finding(
+                    "keys",
+                    Level.NOTE,
+                    f'the key {key.fingerprint} of machine "{key.name}" ({key.machine}) is revoked: its mail reads '
+                    "UNVERIFIED",
+                )
+            )
+    accepted = sorted({f"{k.name} ({k.machine})" for k in known if k.state in ACCEPTED_KEYS})
+    if accepted:
+        findings.append(
+            Finding(
+                "keys", Level.OK, f"keys accepted for {_count(len(accepted), 'other machine')}: " + _listed(accepted)
+            )
+        )
+    own_id = machine.local_id(store)
+    taken = {(k.machine, k.fingerprint) for k in known}
+    fresh = {(p.machine, p.fingerprint) for p in keys.publications(store) if p.machine != own_id} - taken
+    if fresh:
+        findings.append(
+            Finding(
+                "keys",
+                Level.NOTE,
+                f"{_count(len(fresh), 'key')} published by other machines not taken in yet (the next sync does it)",
+                "`gitmail keys` takes them in now",
+            )
+        )
+    return findings
 
 
 def _journal(store: Store) -> list[Finding]:
@@ -525,13 +615,14 @@ def _outside_layout(store: Store) -> list[Finding]:
     """Refs in the mailbox (and in the repository sync fetches in) that are no part of gitmail's layout: gitmail
     never reads them, but they keep objects alive, and a remote that planted them before sync fetched only its
     own refs left them here."""
+    from gitmail.store.keys import KEYS_NOTES
     from gitmail.sync.quick import SYNCED
     from gitmail.sync.remotes import TRACKING_ROOT, configured
     from gitmail.values.layout import SEEN_NOTES
     from gitmail.values.receipts import RECEIPTS_NOTES
 
     remotes = [f"{TRACKING_ROOT}{remote.name}/" for remote in configured(store)]
-    known = {SEEN_NOTES, RECEIPTS_NOTES} | {prefix + name for prefix in remotes for name in SYNCED}
+    known = {SEEN_NOTES, RECEIPTS_NOTES, KEYS_NOTES} | {prefix + name for prefix in remotes for name in SYNCED}
     network = store.own_dir / "sync" / "fetch.git"
     foreign: list[str] = []
     dropped_by_sync = True  # every one is below a remote's tracking refs, which the next sync sets to what it uses

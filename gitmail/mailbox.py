@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
+from gitmail.store import machines
 from gitmail.store.claims import load_claims
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
@@ -49,6 +50,7 @@ from gitmail.values.message import (
 )
 from gitmail.values.names import UNSAFE_TEXT, RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
+from gitmail.values.verdict import Verdict
 
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
@@ -67,6 +69,7 @@ class Entry(NamedTuple):
     recipient: RepoName | None  # whose inbox or archive holds it; None for broadcasts
     records: Sequence[receipts.Record] = ()  # its receipts, where the reader asked for them (log, show)
     moved: Move | None = None  # archived or retracted here because a remote said so (log, show)
+    verdict: Verdict | None = None  # from another machine: whether that machine's key vouches for it; None: from here
 
 
 class Pending(NamedTuple):
@@ -264,6 +267,17 @@ def retract(store: Store, *, sender: str, message_id: str) -> bool:
                 return False
             retracted = state_prefix(State.RETRACTED) + entry.message.id
             changes = [Change(retracted, entry.oid, None), Change(active, None, entry.oid)]
+            # The signed record of it: a "retracted" receipt on the broadcast, in a notes commit of its own that
+            # names what it retracts (readers that know no such receipt pass over it).
+            record = receipts.Record(receipts.RETRACTED, str(me), now())
+            text = (
+                f"gitmail: {me} retracted {entry.message.id}\n\nMessage-Id: {entry.message.id}\nCommit: {entry.oid}\n"
+                f"Machine: {machines.current(store).field()}\n"
+            )
+            note, _ = writer.note_lines(
+                RECEIPTS_NOTES, {entry.oid: [record.line()]}, who=me, when=record.at, fan_out=True, text=text
+            )
+            changes += [note] if note is not None else []
             writer.apply(changes, f"gitmail: {me} retracted {entry.message.id}")
     return True
 
@@ -778,17 +792,33 @@ def _from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> tuple[lis
 
 
 def _entries(places: Sequence[Located], documents: Sequence[bytes | None], here: Here) -> tuple[list[Entry], list[str]]:
-    entries, unreadable = [], []
+    entries: list[Entry] = []
+    unreadable: list[str] = []
+    elsewhere: list[tuple[int, Located]] = []
     for place, document in zip(places, documents, strict=True):
         try:
             if document is None:
                 raise BadDocument("missing document")
             message = parse(document)
             message = message._replace(machine=here.machine_of(message.id, message.machine))
+            if message.machine is not None:
+                elsewhere.append((len(entries), place))
             entries.append(Entry(message, place.state, place.oid, place.recipient))
         except BadDocument:
             unreadable.append(place.id)
+    if elsewhere:
+        found = [(place, entries[i].message) for i, place in elsewhere]
+        for (i, _), verdict in zip(elsewhere, vouched(here.store, found), strict=True):
+            entries[i] = entries[i]._replace(verdict=verdict)
     return entries, unreadable
+
+
+def vouched(store: Store, found: Sequence[tuple[Located, Message]]) -> list[Verdict]:
+    """Whether the machine each of these messages names vouches for it, as found at its place (each commit's
+    signature is checked once; its result is kept)."""
+    from gitmail.store import signatures  # only where mail came from another machine
+
+    return signatures.verdicts(store, found)
 
 
 def _oldest_first(entries: list[Entry]) -> list[Entry]:

@@ -21,6 +21,11 @@ from gitmail.values import urgency as levels
 from gitmail.values.machine import Machine
 from gitmail.values.message import Message
 from gitmail.values.names import UNSAFE_TEXT
+from gitmail.values.verdict import NEW, PINNED, REVOKED, TRUSTED, Key, Verdict
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitmail.store.keys import Survey
 
 # Hosts cap injected text, each in its own unit: Claude Code at 10,000 UTF-16 code units (past it the whole text
 # becomes a file path and a preview), Codex at 2,500 "tokens" counted as UTF-8 bytes / 4 (past it the middle is
@@ -230,7 +235,10 @@ def _elsewhere_note(number: int, total: int) -> str:
     these = "this message" if total == 1 else f"{number} of these messages"
     return (
         f"Note: {these} came from another machine through sync; the header line names it. A repository name used "
-        "on this machine says nothing about who used it on another, so such senders are UNVERIFIED here."
+        "on this machine says nothing about who used it on another. Such a sender is VERIFIED only when the "
+        "message is signed by the key this machine accepts for the machine it names: then that machine wrote it, "
+        "under whatever repository name a session there used. Otherwise it is UNVERIFIED, with the reason, and "
+        "anyone who can write to the sync remote could have written it."
     )
 
 
@@ -274,7 +282,7 @@ def card(
         f"id {m.id}",
         *([f"urgency {quote(m.urgency)}"] if m.urgency != levels.NORMAL else []),
         kind,
-        f"from {quote(m.sender)}{_machine(m.machine)} ({trust(m.sender, claims, m.machine)})",
+        f"from {quote(m.sender)}{_machine(m.machine)} ({vouched(entry, claims)})",
         when(m.date),
         f"subject {quote(m.subject)}",
     ]
@@ -346,13 +354,30 @@ def visible(text: str) -> str:
     return UNSAFE_TEXT.sub(lambda m: m.group().encode("unicode_escape").decode(), text.replace("\t", "    "))
 
 
-def trust(sender: str, claims: Mapping[str, str], machine: Machine | None = None) -> str:
-    """PEER: written on this machine, under a name that a repository here, which still exists, has used. Otherwise
-    anyone could be it (claims are this machine's own: they say nothing about another)."""
+def trust(
+    sender: str, claims: Mapping[str, str], machine: Machine | None = None, verdict: Verdict | None = None
+) -> str:
+    """PEER: written on this machine, under a name that a repository here, which still exists, has used.
+    VERIFIED: written on another machine, whose key this machine accepts signed it (`verdict`). Otherwise anyone
+    could be it (claims are this machine's own: they say nothing about another)."""
     if machine is not None:
-        return "UNVERIFIED"
+        return "VERIFIED" if verdict is not None and verdict.verified else "UNVERIFIED"
     path = claims.get(sender)
     return "PEER" if path and os.path.exists(os.path.join(path, ".git")) else "UNVERIFIED"
+
+
+def vouched(entry: Entry, claims: Mapping[str, str]) -> str:
+    """The label of a message's sender, and for mail from another machine what decided it: "PEER", "VERIFIED by
+    the key SHA256:... of machine "laptop"", "UNVERIFIED: not signed"."""
+    m = entry.message
+    label = trust(m.sender, claims, m.machine, entry.verdict)
+    if m.machine is None:
+        return label
+    if entry.verdict is None:
+        return f"{label}: its signature was not checked"
+    if entry.verdict.verified:
+        return f"{label} by the key {entry.verdict.key} of machine {quote(entry.verdict.machine)}"
+    return f"{label}: {visible(entry.verdict.reason)}"
 
 
 def _machine(machine: Machine | None) -> str:
@@ -433,6 +458,7 @@ def as_json(entry: Entry) -> dict[str, Any]:
         "to_session": m.to_session,
         "urgency": m.urgency,
         "machine": m.machine._asdict() if m.machine is not None else None,  # None: this machine
+        "signature": _signature(entry),
         "attachments": [item.field() for item in m.attachments],
         "applied": [
             {"repo": r.repo, "at": r.at.isoformat(), "applied": r.event == receipts.APPLIED}
@@ -459,12 +485,65 @@ def _moved(entry: Entry) -> dict[str, Any] | None:
     }
 
 
+def _signature(entry: Entry) -> dict[str, Any] | None:
+    """For mail from another machine: whether its machine's key vouches for it, and if not why (None: from here)."""
+    if entry.message.machine is None:
+        return None
+    verdict = entry.verdict
+    return {
+        "verified": bool(verdict is not None and verdict.verified),
+        "machine": verdict.machine if verdict is not None and verdict.verified else None,
+        "key": verdict.key or None if verdict is not None else None,
+        "reason": None if verdict is not None and verdict.verified else verdict.reason if verdict else "not checked",
+    }
+
+
+def key_lines(survey: Survey) -> list[str]:
+    """`gitmail keys`: a line per key, tab-separated: machine name, id, fingerprint, what this machine makes of it."""
+    lines = [own_key_line(survey)]
+    for key in sorted(survey.others, key=lambda k: (k.name, k.machine, k.at)):
+        lines.append(f"{key.name}\t{key.machine}\t{key.fingerprint}\t{_key_state(key)}")
+    return lines
+
+
+def own_key_line(survey: Survey) -> str:
+    here = survey.machine
+    if survey.own is None:
+        made = "made at the first write, or `gitmail keys init`"
+        return f"{here.name}\t{here.id or '-'}\t-\tthis machine: no key yet ({made})"
+    which = "gitmail's own key" if survey.own.own else f"your key {survey.own.path}"
+    published = "published" if survey.published else "not published yet (at the next write)"
+    return f"{here.name}\t{here.id}\t{survey.own.fingerprint}\tthis machine: {which}, {published}"
+
+
+def own_key(survey: Survey) -> str:
+    """What `keys init` and `keys use` say."""
+    if survey.own is None:
+        return "this machine has no signing key"
+    which = "gitmail's own key" if survey.own.own else str(survey.own.path)
+    return (
+        f"this machine ({survey.machine.name}, {survey.machine.id}) signs with {survey.own.kind} key "
+        f"{survey.own.fingerprint} ({which})" + (", published" if survey.published else "")
+    )
+
+
+def _key_state(key: Key) -> str:
+    since = key.at[:10]
+    return {
+        PINNED: f"pinned on first sight {since}",
+        TRUSTED: f"trusted {since}",
+        REVOKED: f"revoked {since}: its mail reads UNVERIFIED",
+        NEW: f"NEW KEY, not accepted: `gitmail keys trust {key.machine} {key.fingerprint}` if you expect it, else "
+        f"`gitmail keys revoke {key.machine}`",
+    }.get(key.state, key.state)
+
+
 def sent(entry: Entry) -> str:
     """What `send` confirms: "sent 7kq2m9x4ab to "web"" (or "to every repo")."""
     m = entry.message
     level = f", urgency {m.urgency}" if m.urgency != levels.NORMAL else ""
     carrying = f" with {count(len(m.attachments), 'attachment')}" if m.attachments else ""
-    return f"sent {m.id} to {'every repo' if m.is_broadcast else quote(m.address)}{level}{carrying}"
+    return f"sent {m.id} to {'every repo' if m.is_broadcast else quote(m.address)}{carrying}{level}"
 
 
 def retracted(message_id: str, changed: bool) -> str:

@@ -150,7 +150,7 @@ def test_git_2_54_is_refused_for_a_local_remote(
         "another git version (or reach the remote over ssh)\n",
     )
     assert refs_and_files(box) == before
-    assert gitcmd.run_network(box.path, "ls-remote", url=str(remote.path)).returncode == 128
+    assert gitcmd.run_network(box.path, "push", url=str(remote.path), refs=["HEAD:refs/x"]).returncode == 128
     served = tmp_path / "served"
     served.mkdir()
     bare_remote(served / "mail.git")
@@ -202,7 +202,7 @@ def test_junk_refs_on_a_remote_never_come_here(tmp_path: Path, cli: CliRunner, m
     network = box.own_dir / "sync" / "fetch.git"
     for repository in (box.path, network):
         tracking = git(repository, "for-each-ref", "--format=%(refname)", "refs/gitmail-remotes/").split()
-        assert tracking == ["refs/gitmail-remotes/origin/state"]
+        assert tracking == ["refs/gitmail-remotes/origin/notes/gitmail-keys", "refs/gitmail-remotes/origin/state"]
     assert subprocess.run(["git", "--git-dir", str(box.path), "cat-file", "-e", junk]).returncode != 0  # nor objects
     assert cli("sync").err == "gitmail: origin: up to date\n"
     for ref in ("notes/gitmail-evil", "notes/gitmail-seen/x", "notes/gitmail-receipts/y/z"):
@@ -210,10 +210,10 @@ def test_junk_refs_on_a_remote_never_come_here(tmp_path: Path, cli: CliRunner, m
     assert cli("sync").err == "gitmail: origin: up to date\n"
     mailbox.send(box, sender="api", to="web", subject="later")
     assert cli("sync").err == "gitmail: synced with origin: 1 message new there\n"
-    for repository in (box.path, network):
+    for repository, own in ((box.path, ["refs/notes/gitmail-keys"]), (network, [])):
         assert git(
             repository, "for-each-ref", "--format=%(refname)", "refs/gitmail-remotes/", "refs/notes/"
-        ).split() == ["refs/gitmail-remotes/origin/state"]
+        ).split() == ["refs/gitmail-remotes/origin/notes/gitmail-keys", "refs/gitmail-remotes/origin/state", *own]
     assert "outside gitmail's layout" not in cli("doctor").out
 
 

@@ -186,6 +186,7 @@ def test_log_lines_and_json() -> None:
         "to_session": None,
         "urgency": "normal",
         "machine": None,
+        "signature": None,
         "attachments": [],
         "applied": [],
         "body": "body",

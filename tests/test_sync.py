@@ -16,6 +16,7 @@ import pytest
 
 from gitmail import mailbox, render
 from gitmail.errors import UsageError
+from gitmail.store import keys
 from gitmail.store import machines as machine
 from gitmail.store.claims import claim, load_claims
 from gitmail.store.repository import Store
@@ -100,13 +101,18 @@ def test_mail_from_another_machine_is_never_peer_and_says_where_it_came_from(
     mail = mailbox.pending(b, repo="web")
     text = render.framing(mail, claims=load_claims(b))
     laptop = machine.current(a)
+    key = keys.signer(a, create=False)
+    assert key is not None
     assert (
-        f'--- message 1 of 1: id {sent.message.id} · directed to "web" · from "api" on machine "laptop" (UNVERIFIED) '
-        '· 2026-11-29 09:30 +0000 · subject "Hello"'
+        f'--- message 1 of 1: id {sent.message.id} · directed to "web" · from "api" on machine "laptop" (VERIFIED by '
+        f'the key {key.fingerprint} of machine "laptop") · 2026-11-29 09:30 +0000 · subject "Hello"'
     ) in text
     assert (
         "Note: this message came from another machine through sync; the header line names it. A repository name "
-        "used on this machine says nothing about who used it on another, so such senders are UNVERIFIED here."
+        "used on this machine says nothing about who used it on another. Such a sender is VERIFIED only when the "
+        "message is signed by the key this machine accepts for the machine it names: then that machine wrote it, "
+        "under whatever repository name a session there used. Otherwise it is UNVERIFIED, with the reason, and "
+        "anyone who can write to the sync remote could have written it."
     ) in text
     assert render.as_json(mail.directed[0])["machine"] == {"name": "laptop", "id": laptop.id}
     own = mailbox.send(b, sender="api", to="web", subject="Local", when=at(1))
@@ -132,13 +138,14 @@ def test_old_mail_without_a_machine_that_arrives_by_sync_is_not_taken_for_local(
     a, b, _ = trio
     old = Message("7kq2m9x4ab", RepoName("api"), "web", "From before machines", "", at(0))  # no machine field
     with writing(a, actor=RepoName("api")) as writer:
-        oid = writer.objects.commit(old)  # as an older gitmail wrote it: no machine recorded
+        writer.objects.sign = None  # as an older gitmail wrote it: unsigned, no machine recorded
+        oid = writer.objects.commit(old)
         writer.apply([Change("refs/gitmail/web/inbox/7kq2m9x4ab", oid, None)], "an old message")
     assert mailbox.show(a, old.id).message.machine is None  # on the machine that wrote it: local
     sync_now(a), sync_now(b)
     assert mailbox.show(b, old.id).message.machine == ELSEWHERE
     text = render.card(mailbox.show(b, old.id), claims={"api": "/"})
-    assert 'from "api" on another machine (UNVERIFIED)' in text
+    assert 'from "api" on another machine (UNVERIFIED: not signed)' in text
 
 
 def test_archived_beats_pending_everywhere_and_never_comes_back(trio: tuple[Store, Store, Store], remote: Path) -> None:
@@ -193,8 +200,8 @@ def test_retracted_beats_active(trio: tuple[Store, Store, Store]) -> None:
     assert mailbox.retract(a, sender="api", message_id=cast.message.id)
     sync_now(a)
     outcome = sync_now(b)
-    assert outcome._replace(said=()) == sync.Outcome("origin", moved_here=1)
-    assert [(m.id, m.state, m.machine) for m in outcome.said] == [
+    assert outcome._replace(said=()) == sync.Outcome("origin", moved_here=1, notes=1)  # with the signed record of the
+    assert [(m.id, m.state, m.machine) for m in outcome.said] == [  # retraction
         (cast.message.id, "retracted", machine.current(a).field())
     ]
     assert state_of(b, cast.message.id) is State.RETRACTED

@@ -293,7 +293,9 @@ def run_network(
     """Run one git command that talks to a remote (`git [-c config...] command options... -- url refs...`), with
     the user's authentication and git config, no hook here, and nothing of the remote's run here (`remote_args`).
     Never raises for git's own failures: the caller reads the exit code and the messages."""
-    refused = local_transport_problem(url)
+    # git 2.54's hooks from config run where refs change: receive-pack. (A sync refuses such a remote before it
+    # starts; the quick check's ls-remote, which changes nothing there, spares itself asking git its version.)
+    refused = local_transport_problem(url) if command == "push" else None
     if refused is not None:
         return NetworkResult(128, b"", f"fatal: {refused}")
     settings = [piece for setting in config for piece in ("-c", setting)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from gitmail.errors import MailboxError, Transient, UsageError
 from gitmail.store import gitcmd, refs
 from gitmail.store.files import sync_directory, unwritable
 from gitmail.store.repository import Store
+from gitmail.values import sshsig
 from gitmail.values.layout import email
 from gitmail.values.message import DOCUMENT_NAME, Message
 from gitmail.values.names import RepoName
@@ -61,6 +62,7 @@ class Objects:
         self.store, self.path = store, store.path
         self._folders: set[str] = set()  # object folders written to: each synced once, when the write is done
         self._reader: gitcmd.BatchReader | None = None  # one git cat-file for every read of this write
+        self.sign: Callable[[bytes], str | None] | None = None  # signs every commit written (the writer's key)
 
     def close(self) -> None:
         if self._reader is not None:
@@ -180,7 +182,11 @@ class Objects:
         """A commit of `tree`, authored and committed by `who` at `when` (now when not given)."""
         stamp = ident(who, when or datetime.now(UTC))
         lines = [f"tree {tree}", *(f"parent {p}" for p in parents), f"author {stamp}", f"committer {stamp}"]
-        return self.write("commit", ("\n".join(lines) + "\n\n" + text).encode())
+        content = ("\n".join(lines) + "\n\n" + text).encode()
+        signature = self.sign(content) if self.sign is not None else None
+        if signature is not None:  # a gpgsig header, as `git commit -S` with an SSH key writes it
+            content = sshsig.add_signature(content, signature)
+        return self.write("commit", content)
 
     def commit(self, message: Message, parents: Sequence[str] = ()) -> str:
         """The message's blob, tree and commit; its attachments' blobs (written already) in a folder of the tree."""

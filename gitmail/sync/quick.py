@@ -26,7 +26,7 @@ RACY_SECONDS = 2.0  # a ref file changed this recently may change again within t
 REMOTE_ROOT = "refs/gitmail-sync/"  # on a remote (see remotes.py)
 # The refs sync reads and writes below REMOTE_ROOT, and the only ones it lists or fetches: whatever else a remote
 # holds there is never brought here.
-SYNCED = ("state", "notes/gitmail-receipts", "notes/gitmail-seen")
+SYNCED = ("state", "notes/gitmail-receipts", "notes/gitmail-seen", "notes/gitmail-keys")  # keys: store/keys.py
 SETTINGS = "gitmail-remote"  # [gitmail-remote "<name>"] in the mailbox's config (see remotes.py)
 SYNC_DIR = os.path.join("gitmail", "sync")  # sync's own files in the mailbox
 TIMEOUT = 900.0  # seconds an ls-remote may take

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from gitmail.store import gitcmd, remotemoves
+from gitmail.store import gitcmd, keys, remotemoves, signatures
 from gitmail.store.remotemoves import Move
 from gitmail.store.writer import writing
 from gitmail.sync.quick import SYNCED
@@ -65,6 +65,7 @@ ZERO = "0" * 40
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _SAMPLE_ID = "0" * 10
 _RANK = {State.PENDING: 0, State.BROADCAST: 0, State.ARCHIVED: 1, State.RETRACTED: 1}
+KEYS = keys.KEYS_NOTES[len(NOTES_ROOT) :]  # "gitmail-keys": the notes ref machines publish their keys in
 
 
 class RemoteState(NamedTuple):
@@ -155,12 +156,13 @@ class Comparison(NamedTuple):
 
     @property
     def notes_here(self) -> int:
-        """Notes refs that change here."""
-        return sum(1 for n in self.notes if n.action != "push")
+        """Notes refs of mail (seen-sets, receipts) that change here. Published keys are not counted: they travel
+        with the mail they sign."""
+        return sum(1 for n in self.notes if n.action != "push" and n.name != KEYS)
 
     @property
     def writes_here(self) -> bool:
-        return bool(self.arrivals or self.moves_here or self.notes_here)
+        return bool(self.arrivals or self.moves_here or any(n.action != "push" for n in self.notes))
 
 
 class Plan(NamedTuple):
@@ -288,7 +290,8 @@ def reconcile(
     if sendable or seen.moves_there:
         state = _new_state(store, there, sendable, seen.moves_there, here)
         updates.append((REMOTE_ROOT + STATE, state, there.state))
-    return seen, Plan(updates, len(sendable), len(seen.moves_there), len(pushes))
+    mail_notes = sum(1 for ref, _, _ in pushes if ref != f"{REMOTE_ROOT}{NOTES}{KEYS}")
+    return seen, Plan(updates, len(sendable), len(seen.moves_there), mail_notes)
 
 
 def _still_absent(store: Store, arrivals: Sequence[Located]) -> bool:
@@ -318,6 +321,9 @@ def _apply(
 
     arrived, oversized = _check_arrivals(store, seen.arrivals, remote)
     seen.oversized[:] = oversized
+    # Each arriving commit's signature is checked once, here, and what it showed is kept: readers (a session
+    # start among them) find it without checking again.
+    signatures.facts(store, [p.oid for p in seen.arrivals])
     # Recorded before their refs exist: a message that arrived is never taken for one written here.
     machine.remember_arrivals(store, [i for i, m in arrived.items() if m.machine is None or m.machine.id == here.id])
     changes = [[Change(p.ref, p.oid, None)] for p in seen.arrivals if p.id in arrived]
@@ -350,6 +356,8 @@ def _apply(
             merged = _union(writer, step.mine, step.theirs, step.name, remote)
             writer.apply([Change(ref, merged, step.mine)], f"gitmail: sync with {remote}: merged {step.name}")
             pushes.append((f"{REMOTE_ROOT}{NOTES}{step.name}", merged, step.theirs))
+    if any(step.name == KEYS and step.action != "push" for step in seen.notes):
+        keys.learn(store)  # keys published elsewhere: a machine seen for the first time has its key pinned
     return pushes
 
 

@@ -2,10 +2,11 @@
 on a remote and here.
 
 On a remote, refs/gitmail-sync/state holds every message's state and (through its parents) every message commit,
-and refs/gitmail-sync/notes/gitmail-seen and …/gitmail-receipts gitmail's notes refs (refs/notes/gitmail-seen,
-refs/notes/gitmail-receipts): those three (quick.SYNCED) and nothing else a remote holds are listed, fetched or
-pushed. Here, refs/gitmail-remotes/<remote>/… hold what that remote held when last fetched or pushed: in
-gitmail/sync/fetch.git, where sync fetches, and mirrored into the mailbox.
+and refs/gitmail-sync/notes/gitmail-seen, …/gitmail-receipts and …/gitmail-keys gitmail's notes refs
+(refs/notes/gitmail-seen, refs/notes/gitmail-receipts, refs/notes/gitmail-keys: the machines' public keys): those
+four (quick.SYNCED) and nothing else a remote holds are listed, fetched or pushed. Here, refs/gitmail-remotes/
+<remote>/… hold what that remote held when last fetched or pushed: in gitmail/sync/fetch.git, where sync fetches,
+and mirrored into the mailbox.
 """
 
 from __future__ import annotations

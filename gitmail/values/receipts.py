@@ -7,7 +7,8 @@ sorted and unique, so two copies merge as a union (`cat_sort_uniq`), like the br
     {"at":"2026-11-29T09:40:11+00:00","event":"replied","reply":"5tgh0a1b2c","repo":"web"}
 
 A repo gets one "delivered" record per message: the first time the message was put in front of one of its
-sessions (later showings add nothing). "done", "replied" and "reopened" record how it was handled; "applied" and
+sessions (later showings add nothing). "done", "replied" and "reopened" record how it was handled; "retracted",
+that its sender retracted a broadcast (in a notes commit signed like every commit gitmail writes); "applied" and
 "apply-failed" that a repo applied the message's patch with `gitmail apply`, or tried to and git could not.
 """
 
@@ -26,6 +27,7 @@ DELIVERED = "delivered"
 DONE = "done"
 REPLIED = "replied"
 REOPENED = "reopened"
+RETRACTED = "retracted"  # by the broadcast's sender: the signed record of a retraction
 APPLIED = "applied"
 APPLY_FAILED = "apply-failed"
 _HANDLING = (DONE, REPLIED, REOPENED)

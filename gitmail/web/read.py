@@ -22,6 +22,7 @@ from gitmail import mailbox
 from gitmail.errors import GitmailError, NotFound
 from gitmail.mailbox import Entry
 from gitmail.store.claims import load_claims
+from gitmail.store.machines import Here
 from gitmail.store.repository import Store
 from gitmail.values.attachments import Attachment
 from gitmail.values.ids import BROADCAST
@@ -72,6 +73,7 @@ class Item(NamedTuple):
     depth: int = 0  # how deep in its thread: a reply is one deeper than what it answers
     delivered: datetime | None = None  # when first shown to a session in the recipient repo; None without a receipt
     reached: tuple[str, ...] = ()  # broadcasts: the repos it was handed to, its sender left out
+    sender: str = ""  # a message's own page: its sender's label (PEER, VERIFIED by whose key, UNVERIFIED and why)
 
 
 class Conversation(NamedTuple):
@@ -631,7 +633,23 @@ def message(snap: Snapshot, message_id: str) -> tuple[Item, list[Item]]:
     node = snap.node(message_id)
     replies = sorted((snap.nodes[c] for c in snap.index.children.get(node.oid, ())), key=_by_time)
     items = _items(snap, [node, *replies])
-    return items[0], items[1:]
+    return _labelled(snap, node, items[0]), items[1:]
+
+
+def _labelled(snap: Snapshot, node: Node, item: Item) -> Item:
+    """The item with its sender's label, as the framing and `gitmail show` give it."""
+    from gitmail import render
+
+    message = item.entry.message
+    if not snap.exists:
+        return item
+    machine = Here(snap.store).machine_of(message.id, message.machine)
+    entry = item.entry._replace(message=message._replace(machine=machine))
+    if machine is not None:
+        place = Located("", node.oid, node.id, node.state, node.recipient)
+        [verdict] = mailbox.vouched(snap.store, [(place, entry.message)])
+        entry = entry._replace(verdict=verdict)
+    return item._replace(entry=entry, sender=render.vouched(entry, load_claims(snap.store)))
 
 
 def attachment(snap: Snapshot, message_id: str, name: str) -> tuple[Attachment, bytes]:
