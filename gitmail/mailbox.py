@@ -305,10 +305,13 @@ def _compose(
     )
 
 
+_SIGNATURE_ROOM = 512  # bytes a commit's gpgsig header takes (an Ed25519 SSH signature: ~330)
+
+
 def _fits(message: Message, attachments: Sequence[Outgoing]) -> None:
     """A message with attachments stays within what gitmail reads of one (MAX_DOCUMENT_BYTES), its document and
     its commit alike: the record of its attachments is counted, as the largest machine field and the commit's own
-    lines would make it, before anything is written."""
+    lines (its signature too) would make it, before anything is written."""
     if not attachments:
         return
     from gitmail.store.objects import ident
@@ -318,6 +321,7 @@ def _fits(message: Message, attachments: Sequence[Outgoing]) -> None:
         attachments=tuple(item.stored("0" * 40) for item in attachments), machine=Machine("m" * 64, "0" * 10)
     )
     heads = 2 * len(f"committer {ident(message.sender, message.date)}\n".encode()) + len("tree \nparent \n") + 80
+    heads += _SIGNATURE_ROOM
     size = max(len(probe.document()), len(probe.commit_message().encode()) + heads)
     if size > MAX_DOCUMENT_BYTES:
         body = len(message.body.encode())
