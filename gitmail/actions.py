@@ -153,8 +153,8 @@ def send(
                     notes.append(f"{ended}; every session of {render.quote(address.repo)} gets the message instead")
                 else:
                     notes.append(
-                        f"{ended}; the message waits for it to resume (send with --or-repo for every session of "
-                        f"{render.quote(address.repo)} instead)"
+                        f"{ended}; the message waits for it to resume, and goes to every session of "
+                        f"{render.quote(address.repo)} if it has not within a week (send with --or-repo for them now)"
                     )
             new_name = target is None and not mailbox.known(box, address.repo)
             entry = mailbox.send(

@@ -212,25 +212,30 @@ def deliver(
 
 def for_session(store: Store, actor: Actor, mail: Pending) -> Pending:
     """What of a repo's pending mail is for the actor's session: never what that session sent itself, and of mail
-    for one session of the repo only its own, or what was for a session that has ended (so nothing is stranded).
-    Outside a session (a person at a terminal, a client), everything pending for the repo."""
+    for one session of the repo only its own; except that nothing is stranded: a reply to a session that has ended
+    goes to every session of its repo, and so does mail for a session whose record is forgotten (a week unheard
+    of); other mail for an ended session waits for it to resume. Outside a session (a person at a terminal, a
+    client), everything pending for the repo."""
     if actor.session is None:
         return mail
     me = actor.session.key
-    gone: dict[str, bool] = {}
+    states: dict[str, str | None] = {}
 
-    def ended(key: str) -> bool:
-        if key not in gone:
+    def state(key: str) -> str | None:
+        if key not in states:
             host, _, session_id = key.partition(":")
             found = sessions.info(store.path, host, session_id)
-            gone[key] = found is None or found.state == "ended"
-        return gone[key]
+            states[key] = found.state if found is not None else None
+        return states[key]
 
     def visible(entry: Entry) -> bool:
         m = entry.message
         if m.from_session == me:
             return False
-        return m.to_session is None or m.to_session == me or ended(m.to_session)
+        if m.to_session is None or m.to_session == me:
+            return True
+        now = state(m.to_session)
+        return now is None or (now == "ended" and m.reply_to is not None)
 
     return mail._replace(
         directed=[e for e in mail.directed if visible(e)], broadcasts=[e for e in mail.broadcasts if visible(e)]

@@ -191,7 +191,14 @@ def test_sending_to_a_session_that_ended_says_so_and_or_repo_sends_to_the_repo(a
     fresh = Session(api, "fresh-5678")
     seen = fresh("session-start")
     assert instead.stdout.strip() in seen
-    assert waits.stdout.strip() in seen  # its session ended: mail for it reaches the repo's sessions
+    assert waits.stdout.strip() not in seen  # it waits for its session
+    assert waits.stdout.strip() in gone("session-start", source="resume")
+    gone("session-end", reason="logout")
+    records = [p for p in box.path.rglob("*gone-1234*") if p.is_file()]
+    assert records
+    for record in records:
+        record.unlink()  # a week unheard of: its record is forgotten
+    assert waits.stdout.strip() in fresh("prompt", prompt="next")  # and the repo's sessions get its mail
 
 
 # -- who is here ------------------------------------------------------------------------------------------------
