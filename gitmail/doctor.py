@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gitmail.errors import MailboxError
-from gitmail.store import gitcmd, lock, migrate, setup
+from gitmail.store import gitcmd, lock, loose, migrate, setup
 from gitmail.store.claims import load_claims, save_claims
 from gitmail.store.files import write_atomically
 from gitmail.store.log import problem
@@ -68,6 +68,7 @@ def examine(store: Store, *, here: Path | None, home: Path, repaired: Sequence[s
         migrate.on_open(store)  # an older format is brought up to date first, as any opening does
         findings += _journal(store)
         findings += _locks(store)
+        findings += _objects(store)
         inventory = _inventory(store)
         if inventory.troubled():
             with _held(store) as held:
@@ -110,6 +111,12 @@ def repair(store: Store, *, here: Path | None) -> list[str]:
         if drift:
             setup.configure(store.path, {key: value for key, value, _ in drift})
             done.append(f"restored gitmail's settings: {', '.join(f'{k}={v}' for k, v, _ in drift)}")
+        moved = _move_damaged_objects(store)
+        if moved:
+            done.append(
+                f"moved {_count(len(moved), 'damaged object file')} git could not read to "
+                f"{store.own_dir / DAMAGED_OBJECTS}: {_listed(moved)}"
+            )
         inventory = _inventory(store)
         changes: list[Change] = []
         for place in [*inventory.lost, *inventory.unreadable]:
@@ -291,6 +298,62 @@ def _locks(store: Store) -> list[Finding]:
             )
         )
     return findings
+
+
+DAMAGED_OBJECTS = "damaged-objects"  # in gitmail's own folder: object files git could not read, moved aside
+
+
+def _objects(store: Store) -> list[Finding]:
+    """Loose object files that cannot be read whole (a torn write, a disk error): git stops on them, gitmail reads
+    around them as if they were gone. And those an earlier repair moved aside."""
+    findings = []
+    damaged = loose.damaged_files(store.path)
+    if damaged:
+        files = [str(store.path / "objects" / oid[:2] / oid[2:]) for oid in damaged]
+        findings.append(
+            Finding(
+                "objects",
+                Level.PROBLEM,
+                f"{_count(len(damaged), 'object file')} {_is(len(damaged))} damaged (cut short or garbled on disk), "
+                f"so git cannot read {'it' if len(damaged) == 1 else 'them'} and `git fsck` fails: {_listed(files)}; "
+                "gitmail reads the rest of the mail around it, and names the messages it cannot read",
+                f"gitmail doctor --repair moves them to {store.own_dir / DAMAGED_OBJECTS} (deleting nothing) and sets "
+                "aside the messages they held",
+                tuple(files),
+            )
+        )
+    try:
+        kept = sorted(os.listdir(store.own_dir / DAMAGED_OBJECTS))
+    except OSError:
+        kept = []
+    if kept:
+        findings.append(
+            Finding(
+                "objects",
+                Level.NOTE,
+                f"{_count(len(kept), 'damaged object file')} {_be(len(kept))} moved aside earlier: "
+                f"{store.own_dir / DAMAGED_OBJECTS}",
+                "delete them once nobody needs to look at them" if len(kept) > 1 else "delete it once nobody needs it",
+                tuple(kept),
+            )
+        )
+    return findings
+
+
+def _move_damaged_objects(store: Store) -> list[str]:
+    """Move every damaged loose object file into gitmail's own folder (under the lock): git then finds the object
+    missing, which every read and repair knows how to go on without. The ids moved."""
+    moved = []
+    folder = store.own_dir / DAMAGED_OBJECTS
+    for oid in loose.damaged_files(store.path):
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)
+            os.replace(store.path / "objects" / oid[:2] / oid[2:], folder / oid)
+        except OSError as error:
+            problem(store.path, f"doctor: could not move the damaged object {oid} aside: {error}")
+            continue
+        moved.append(oid)
+    return moved
 
 
 def _lock_files(store: Store) -> list[Path]:

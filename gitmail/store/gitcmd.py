@@ -1,5 +1,5 @@
-"""Running git on the mailbox: an allow-listed environment, no hooks, no user or system configuration, and the
-parser for `git cat-file --batch` output.
+"""Running git on the mailbox: an allow-listed environment, no hooks, no user or system configuration, and
+`git cat-file --batch` (once per read, or kept running) reading past objects git cannot read.
 
 gitmail's git calls must do only what gitmail asks. A `reference-transaction` hook (from the mailbox's hooks/,
 its config or a global `core.hooksPath`), an fsmonitor, a pager or a credential helper would run another
@@ -14,6 +14,7 @@ and still run no hook. Every local command stays on `run`.
 from __future__ import annotations
 
 import os
+import re
 import time
 
 from gitmail.errors import MailboxError
@@ -257,19 +258,30 @@ def run_network(
     return NetworkResult(done.returncode, done.stdout, done.stderr.decode(errors="replace"))
 
 
-def parse_batch(out: bytes, count: int) -> list[bytes | None]:
-    """Contents from `git cat-file --batch` output for `count` requests; None where an object is missing."""
+def _answers(out: bytes, count: int, check: bool = False) -> list[bytes | None]:
+    """The whole answers at the start of `git cat-file --batch` output (at most `count`): a git that died mid-way
+    leaves the answers before the object it died on. With `check` (`--batch-check` output), each answer is its
+    line (None for "<spec> missing" or "ambiguous")."""
     results: list[bytes | None] = []
     at = 0
-    for _ in range(count):
-        end = out.index(b"\n", at)
+    while len(results) < count:
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        if check:
+            line = out[at:end]
+            results.append(None if line.endswith((b" missing", b" ambiguous")) else line)
+            at = end + 1
+            continue
         size = _size(out[at:end])
-        at = end + 1
         if size is None:
             results.append(None)
+            at = end + 1
+        elif len(out) >= end + size + 2 and out[end + 1 + size : end + 2 + size] == b"\n":
+            results.append(out[end + 1 : end + 1 + size])
+            at = end + size + 2
         else:
-            results.append(out[at : at + size])
-            at += size + 1
+            break
     return results
 
 
@@ -277,6 +289,53 @@ def _size(header: bytes) -> int | None:
     """The size a `git cat-file --batch` answer's header announces; None for "<spec> missing" or "ambiguous"."""
     fields = header.split(b" ")
     return int(fields[2]) if len(fields) == 3 and fields[2].isdigit() else None
+
+
+# What git says when it cannot read an object it has (a loose file cut short or garbled, a damaged pack): such an
+# object is treated as missing, where git would stop answering altogether.
+_UNREADABLE = r"corrupt|unable to (stream|unpack|parse|read)|inflate|bad object|hash mismatch|is empty|garbage at end"
+
+
+def unreadable_object(stderr: str) -> str | None:
+    """The object git names in a message saying it could not read it ("" when it names none); None when the
+    message is about something else."""
+    if not re.search(_UNREADABLE, stderr):
+        return None
+    named = re.search(r"\b[0-9a-f]{40}\b", stderr)
+    return named.group() if named else ""
+
+
+def cat_file(
+    git_dir: str | PathLike[str], specs: Sequence[str], damaged: set[str] | None = None, *, check: str | None = None
+) -> list[bytes | None]:
+    """`git cat-file --batch` over these specs: each one's content, None where it names nothing. An object git
+    cannot read is answered None as a missing one is, and named in `damaged` (its id, else the spec): git dies on
+    it, so the requests after it are asked again of a new git, once per such object. With `check` (a format),
+    `--batch-check` instead: each answer is its line."""
+    results: list[bytes | None] = []
+    while len(results) < len(specs):
+        rest = specs[len(results) :]
+        where = str(git_dir)
+        batch = f"--batch-check={check}" if check is not None else "--batch"
+        argv = ["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, "cat-file", batch, "--buffer"]
+        try:
+            done = spawn(argv, environment(), stdin="".join(s + "\n" for s in rest).encode())
+        except FileNotFoundError:
+            raise MailboxError("git was not found on PATH; gitmail reads the mailbox with it") from None
+        except OSError as error:
+            raise MailboxError(f"could not run git: {error.strerror or error}") from None
+        answers = _answers(done.stdout, len(rest), check is not None)
+        if len(answers) == len(rest):
+            return results + answers
+        culprit: str | None = ""  # exited 0 all the same: it announced more bytes of an object than it gave
+        if done.returncode != 0:
+            culprit = unreadable_object(done.stderr.decode(errors="replace"))
+            if culprit is None:
+                raise GitFailed("cat-file", done.returncode, done.stderr.decode(errors="replace"))
+        results += [*answers, None]
+        if damaged is not None:
+            damaged.add(culprit or rest[len(answers)])
+    return results
 
 
 # -- a reader kept running ---------------------------------------------------------------------------------------
@@ -298,33 +357,36 @@ class BatchReader:
         self._lock = _thread.allocate_lock()
         self._process: _Piped | None = None
 
-    def read(self, specs: Sequence[str]) -> list[bytes | None]:
-        """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing."""
+    def read(self, specs: Sequence[str], damaged: set[str] | None = None) -> list[bytes | None]:
+        """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, or
+        where git cannot read the object (named in `damaged`, as `cat_file` does)."""
         if any("\n" in spec for spec in specs):
             raise ValueError("a cat-file request cannot hold a newline")
         with self._lock:
-            try:
-                return self._read(specs)
-            except (OSError, ValueError, EOFError):  # the git behind it is gone: once more with a new one
-                self._stop()
-            try:
-                return self._read(specs)
-            except (OSError, ValueError, EOFError) as error:
-                self._stop()
-                raise MailboxError(f"could not read the mailbox with git cat-file: {error}") from None
+            results: list[bytes | None] = []
+            while len(results) < len(specs):
+                try:
+                    self._read(specs[len(results) :], results)
+                except (OSError, ValueError, EOFError):  # the git behind it stopped: on the spec it was answering?
+                    self._stop()
+                    try:  # asked alone, of a git whose last words are heard: damage is answered None, else it fails
+                        results += cat_file(self.git_dir, [specs[len(results)]], damaged)
+                    except MailboxError as error:
+                        raise MailboxError(f"could not read the mailbox with git cat-file: {error}") from None
+            return results
 
     def close(self) -> None:
         with self._lock:
             self._stop()
 
-    def _read(self, specs: Sequence[str]) -> list[bytes | None]:
+    def _read(self, specs: Sequence[str], results: list[bytes | None]) -> None:
+        """Answers into `results` as they come, so that a git that stops leaves those it gave."""
         process = self._running()
-        results: list[bytes | None] = []
         for chunk in _chunks(specs):
             process.stdin.write("".join(spec + "\n" for spec in chunk).encode())
             process.stdin.flush()
-            results += [_answer(process.stdout) for _ in chunk]
-        return results
+            for _ in chunk:
+                results.append(_answer(process.stdout))
 
     def _running(self) -> _Piped:
         if self._process is None or not self._process.alive():

@@ -6,6 +6,11 @@ which answers the rest of the same request.
 
 A request is a spec as `git cat-file --batch` takes one: `<object>`, `<object>:<path>` or `<object>^{tree}`, where
 `<object>` is an id or a full ref name.
+
+A loose file that is there but cannot be read whole (a torn write, a disk error: its zlib stream breaks off or its
+length is not the one its header gives) is damaged: unless a pack holds the same object (git reads packs first), the
+spec names nothing, as for a missing object, and the object's id is added to the caller's `damaged` set. git would
+die on it, or worse, answer with fewer bytes than it announced.
 """
 
 from __future__ import annotations
@@ -17,12 +22,17 @@ from pathlib import Path
 from gitmail.store import refs
 
 ELSEWHERE = object()  # not answerable from loose objects: ask git
+_DAMAGED = (b"", b"")  # a loose file that cannot be read: the object is unreadable here
 
 
-def read(mailbox: Path, specs: Sequence[str]) -> list[bytes | None | object]:
-    """The content each spec names (None: it names nothing, as cat-file's "missing"), or ELSEWHERE."""
+def read(mailbox: Path, specs: Sequence[str], damaged: set[str] | None = None) -> list[bytes | None | object]:
+    """The content each spec names (None: it names nothing, as cat-file's "missing", or what it names is damaged),
+    or ELSEWHERE. The ids of damaged objects met on the way are added to `damaged`."""
     reader = _Loose(mailbox)
-    return [reader.spec(spec) for spec in specs]
+    found = [reader.spec(spec) for spec in specs]
+    if damaged is not None:
+        damaged.update(reader.damaged)
+    return found
 
 
 class _Loose:
@@ -32,6 +42,7 @@ class _Loose:
         self.cache: dict[str, tuple[bytes, bytes] | None] = {}
         self.trees: dict[str, dict[bytes, str]] = {}  # tree id -> its entries by name
         self.refs: dict[str, str | None] = {}
+        self.damaged: set[str] = set()
 
     def spec(self, spec: str) -> bytes | None | object:
         name, colon, path = spec.partition(":")
@@ -41,16 +52,16 @@ class _Loose:
         if oid is None:
             return ELSEWHERE if not name.startswith("refs/") else None  # a ref that is not there names nothing
         found = self.object(oid)
-        if found is None:
-            return ELSEWHERE
+        if found is None or found is _DAMAGED:
+            return ELSEWHERE if found is None else None
         kind, data = found
         if peel_tree or colon:
             if kind != b"commit":
                 return ELSEWHERE
-            oid = data[5:45].decode()  # "tree <id>" is a commit's first line
+            oid = data[5:45].decode(errors="replace")  # "tree <id>" is a commit's first line
             found = self.object(oid)
-            if found is None:
-                return ELSEWHERE
+            if found is None or found is _DAMAGED:
+                return ELSEWHERE if found is None else None
             kind, data = found
         for part in [p for p in path.split("/") if p] if colon else []:
             if kind != b"tree":
@@ -62,8 +73,8 @@ class _Loose:
                 return None
             oid = entry
             found = self.object(entry)
-            if found is None:
-                return ELSEWHERE
+            if found is None or found is _DAMAGED:
+                return ELSEWHERE if found is None else None
             kind, data = found
         return data
 
@@ -73,23 +84,107 @@ class _Loose:
         return self.refs[name]
 
     def object(self, oid: str) -> tuple[bytes, bytes] | None:
-        """(type, content) of a loose object; None when it is not loose here."""
+        """(type, content) of a loose object; None when it is not loose here, _DAMAGED when its file cannot be
+        read whole and no pack holds it either."""
         if oid in self.cache:
             return self.cache[oid]
-        import zlib
-
-        found = None
+        found: tuple[bytes, bytes] | None = None
         try:
             with open(os.path.join(self.objects, oid[:2], oid[2:]), "rb") as handle:
-                raw = zlib.decompress(handle.read())
-            header, _, content = raw.partition(b"\0")
-            kind, _, size = header.partition(b" ")
-            if size.isdigit() and int(size) == len(content):
-                found = (kind, content)
-        except (OSError, zlib.error):
-            found = None  # not loose, or unreadable: git says which
+                data = handle.read()
+        except OSError:
+            data = None  # not loose (packed, or gone): git says which
+        if data is not None:
+            found = _parse(data)
+            if found is None and not packed(self.objects, oid):
+                self.damaged.add(oid)
+                found = _DAMAGED
         self.cache[oid] = found
         return found
+
+
+_KINDS = (b"blob", b"tree", b"commit", b"tag")
+
+
+def _parse(data: bytes) -> tuple[bytes, bytes] | None:
+    """(type, content) of a loose object file's bytes; None when they are not one whole object."""
+    import zlib
+
+    try:
+        raw = zlib.decompress(data)
+    except zlib.error:
+        return None
+    header, _, content = raw.partition(b"\0")
+    kind, _, size = header.partition(b" ")
+    return (kind, content) if size.isdigit() and int(size) == len(content) and kind in _KINDS else None
+
+
+def damaged_files(mailbox: Path) -> list[str]:
+    """The id of every loose object file that cannot be read whole (whether or not a pack holds the object too):
+    what `git fsck` calls corrupt. Reads every loose object: for `gitmail doctor`."""
+    objects = os.path.join(mailbox, "objects")
+    found = []
+    try:
+        folders = sorted(f for f in os.listdir(objects) if len(f) == 2 and _is_oid(f + "0" * 38))
+    except OSError:
+        return []
+    for folder in folders:
+        try:
+            names = sorted(n for n in os.listdir(os.path.join(objects, folder)) if _is_oid(folder + n))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(objects, folder, name), "rb") as handle:
+                    whole = _parse(handle.read()) is not None
+            except OSError:
+                whole = False
+            if not whole:
+                found.append(folder + name)
+    return found
+
+
+def damaged(mailbox: Path, oids: Sequence[str]) -> set[str]:
+    """Which of these objects are loose files that cannot be read whole (and are in no pack)."""
+    reader = _Loose(mailbox)
+    return {oid for oid in oids if _is_oid(oid) and reader.object(oid) is _DAMAGED}
+
+
+def packed(objects: str, oid: str) -> bool:
+    """Whether a pack in this objects folder holds `oid`, found in the packs' indexes (version 2; a pack whose
+    index this cannot read is taken to hold it, so git is asked)."""
+    try:
+        names = [n for n in os.listdir(os.path.join(objects, "pack")) if n.endswith(".idx")]
+    except OSError:
+        return False
+    want = bytes.fromhex(oid)
+    for name in names:
+        try:
+            with open(os.path.join(objects, "pack", name), "rb") as index:
+                if _in_index(index.read(), want):
+                    return True
+        except (OSError, ValueError):
+            return True
+    return False
+
+
+def _in_index(data: bytes, want: bytes) -> bool:
+    if data[:8] != b"\377tOc\x00\x00\x00\x02":
+        raise ValueError("not a version 2 pack index")
+    fanout = 8 + 4 * want[0]
+    low = int.from_bytes(data[fanout - 4 : fanout], "big") if want[0] else 0
+    high = int.from_bytes(data[fanout : fanout + 4], "big")
+    names = 8 + 256 * 4
+    while low < high:
+        middle = (low + high) // 2
+        found = data[names + 20 * middle : names + 20 * middle + 20]
+        if found == want:
+            return True
+        if found < want:
+            low = middle + 1
+        else:
+            high = middle
+    return False
 
 
 def _entries(tree: bytes) -> dict[bytes, str]:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from gitmail.errors import MailboxError, Transient
-from gitmail.store import gitcmd, refs
+from gitmail.store import gitcmd, loose, refs
 from gitmail.store.files import sync_directory, unwritable
 from gitmail.store.repository import Store
 from gitmail.values.layout import email
@@ -65,19 +65,27 @@ class Objects:
             self._reader = None
 
     def read(self, specs: Sequence[str]) -> list[bytes | None]:
-        if self._reader is None:
+        """As `Store.read`: what is loose directly, the rest through one git cat-file kept for the write; a damaged
+        object reads as missing."""
+        found = loose.read(self.path, specs, self.store.damaged)
+        rest = [spec for spec, got in zip(specs, found, strict=True) if got is loose.ELSEWHERE]
+        if rest and self._reader is None:
             self._reader = gitcmd.BatchReader(self.path)
-        return self._reader.read(specs)
+        answers = iter(self._reader.read(rest, self.store.damaged) if rest and self._reader else [])
+        return [next(answers) if got is loose.ELSEWHERE else got if isinstance(got, bytes) else None for got in found]
 
     def write(self, kind: str, content: bytes) -> str:
         """One loose object; its id. Already there (loose) costs nothing; packed, it is written loose once more,
-        which the next packing folds in."""
+        which the next packing folds in; there but damaged (a torn file), it is written whole over the damage."""
         data = f"{kind} {len(content)}\0".encode() + content
         oid = _sha1(data).hexdigest()
         folder = self.path / "objects" / oid[:2]
         target = folder / oid[2:]
+        heal = False
         if target.exists():
-            return oid
+            if not loose.damaged(self.path, [oid]):
+                return oid
+            heal = True
         import zlib  # here: readers never need it
 
         temporary = folder / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
@@ -89,14 +97,17 @@ class Objects:
                 os.fsync(fd)  # a reported send survives power loss, not only crashes
             finally:
                 os.close(fd)
-            try:
-                os.link(temporary, target)
-            except FileExistsError:
-                pass  # a concurrent writer of the same content: the same object
-            except OSError as error:
-                if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-                    raise
-                os.replace(temporary, target)  # a file system without hard links (exFAT, FAT)
+            if heal:
+                os.replace(temporary, target)  # this object's bytes, whole, where a damaged copy was
+            else:
+                try:
+                    os.link(temporary, target)
+                except FileExistsError:
+                    pass  # a concurrent writer of the same content: the same object
+                except OSError as error:
+                    if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                        raise
+                    os.replace(temporary, target)  # a file system without hard links (exFAT, FAT)
             temporary.unlink(missing_ok=True)
         except OSError as error:
             try:
