@@ -810,7 +810,8 @@ def _repository(store: Store, here: Path | None, messages: Sequence[Located]) ->
                 Finding(
                     "repository",
                     Level.OK,
-                    f"{facts}; its first session start or inbox records it as the name's",
+                    f"{facts}; no path is recorded for the name yet: the first session start or inbox here records "
+                    "this one",
                 )
             )
         elif os.path.realpath(first) == os.path.realpath(here):

@@ -418,3 +418,13 @@ def test_a_garbage_line_in_packed_refs_is_reported_and_left_out(cli: CliRunner, 
     assert f"gave refs/gitmail/web/inbox/{garbled.message.id} back {garbled.oid}" in repaired.out
     assert fsck(box).returncode == 0 and cli("doctor", cwd=web).code == 0
     assert cli("send", "--to", "api", "-s", "after", cwd=web).code == 0
+
+
+def test_a_name_no_path_is_recorded_for_yet_is_said_in_a_whole_sentence(cli: CliRunner, box: Store, web: Path) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    result = cli("doctor", cwd=web)
+    assert result.code == 0
+    assert (
+        f'ok        repository: "web" at {web}, 1 message pending; no path is recorded for the name yet: the first '
+        "session start or inbox here records this one"
+    ) in result.out.splitlines()
