@@ -107,8 +107,9 @@ if [ -n "$ref" ]; then
             shown=$mailbox/gitmail/sessions/$host-$session
             # With a remote that syncs by itself, the kept answer holds until a sync is due: until the time that
             # $kept.due was stamped with, which the record just written is older than.
-            printf '%s\n' "$record" >"$shown.json" &&
-                printf '%s\n' "$ref:$mine:$everyone" >"$shown.stamps" &&
+            # A record that cannot be written (a full disk) leaves the answer to Python, which says so.
+            { printf '%s\n' "$record" >"$shown.json" &&
+                printf '%s\n' "$ref:$mine:$everyone" >"$shown.stamps"; } 2>/dev/null &&
                 { [ ! -e "$kept.due" ] || [ "$kept.due" -nt "$shown.json" ]; } &&
                 { [ ! -s "$kept.out" ] || cat "$kept.out"; } && exit 0
         fi

@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
+from gitmail.errors import GitmailError, MailboxError, NotFound, Unwritable, UsageError
 from gitmail.store.claims import load_claims
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
@@ -72,11 +72,15 @@ class DoneResult(NamedTuple):
 
 
 class History(list[Entry]):
-    """What `log` found: its entries, and the ids of messages it selected that could not be read."""
+    """What `log` found: its entries, the ids of messages it selected that could not be read, and what it could
+    not record on the way (the history index, on a full disk), one line."""
 
-    def __init__(self, entries: Iterable[Entry] = (), unreadable: Sequence[str] = ()) -> None:
+    def __init__(
+        self, entries: Iterable[Entry] = (), unreadable: Sequence[str] = (), unrecorded: str | None = None
+    ) -> None:
         super().__init__(entries)
         self.unreadable = list(unreadable)
+        self.unrecorded = unrecorded
 
 
 def _writing(store: Store, **kwargs: Any) -> AbstractContextManager[Writer]:
@@ -488,8 +492,15 @@ def log(
     if thread is not None:
         return History(with_receipts(store, _oldest_first(_thread(store, resolve(store, thread)))))
     me = RepoName.parse(repo) if repo is not None else None
+    unrecorded = None
     if grep is None and limit is not None:
-        recent = _recent(store, me, limit, sent)
+        try:
+            recent = _recent(store, me, limit, sent)
+        except Unwritable as error:  # the index is a cache: read every message instead, and say so
+            recent, unrecorded = (
+                None,
+                f"the history index was not written ({error.reason}); this log was read without it",
+            )
         if recent is not None:
             return History(with_receipts(store, recent[0]), recent[1])
     common = ["--no-walk=sorted"] + (["--regexp-ignore-case", "--fixed-strings", f"--grep={grep}"] if grep else [])
@@ -506,7 +517,7 @@ def log(
         )
         mine, _ = _from_rows(store, store.log_refs(*common, *by_me))
         entries = list({e.message.id: e for e in received + [e for e in mine if e.message.sender == me]}.values())
-    return History(with_receipts(store, _newest_first(entries)[:limit]), unreadable)
+    return History(with_receipts(store, _newest_first(entries)[:limit]), unreadable, unrecorded)
 
 
 def _recent(store: Store, me: RepoName | None, limit: int, sent: bool) -> tuple[list[Entry], list[str]] | None:

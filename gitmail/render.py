@@ -234,6 +234,14 @@ def unreadable(ids: Sequence[str], command: str = "gitmail") -> str:
     )
 
 
+def unrecorded(things: Sequence[str], reasons: Sequence[str]) -> str:
+    """One line for what a showing could not record (the disk is full): "gitmail could not record A and B (the disk
+    is full); the mail is shown all the same, and that is recorded at a later showing"."""
+    listed = " and ".join([", ".join(things[:-1]), things[-1]] if len(things) > 1 else things)
+    why = "; ".join(dict.fromkeys(reasons))
+    return f"gitmail could not record {listed} ({why}); the mail is shown all the same, and that is recorded later"
+
+
 def card(
     entry: Entry,
     *,

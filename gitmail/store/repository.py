@@ -363,7 +363,8 @@ class Store:
 
     def recent(self, names: Sequence[str], wanted: int) -> list[history.Line] | None:
         """The newest lines of these history files; None when the index cannot be had (a mailbox this process
-        may not write, whose index was never built; a mailbox whose migration is not finished)."""
+        may not write, whose index was never built; a mailbox whose migration is not finished). Unwritable when
+        it was to be built and the file system refused."""
         from gitmail.store import history  # `log` needs it; the hooks do not
 
         if not self.exists():
@@ -375,7 +376,10 @@ class Store:
                 return None
             with self.locked():
                 if not history.complete(self.path):
-                    history.rebuild(self.path, self._every_message())
+                    try:
+                        history.rebuild(self.path, self._every_message())
+                    except OSError as error:  # a full disk: the index is a cache, and the caller reads without it
+                        raise unwritable(history.directory(self.path), error) from None
         return history.newest(self.path, names, wanted)
 
     def _every_message(self) -> list[history.Line]:
