@@ -201,15 +201,6 @@ def _mailbox(store: Store) -> tuple[list[Finding], bool]:
     kind = "a bare git repository" if config.get("core.bare") == "true" else "a git repository with a work tree"
     facts = f"{where}: {kind} gitmail made, files ref format, owned by you, mode {mode:o}"
     findings = [Finding("mailbox", Level.OK if config.get("core.bare") == "true" else Level.PROBLEM, facts)]
-    if mode & 0o044:
-        findings.append(
-            Finding(
-                "mailbox",
-                Level.NOTE,
-                f"other users on this machine can read every message (mode {mode:o})",
-                f"chmod 700 {shlex.quote(str(where))}",
-            )
-        )
     drift = _config_drift(store)
     if drift:
         findings.append(

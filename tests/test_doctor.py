@@ -213,7 +213,7 @@ def test_a_mailbox_others_can_change_is_reported_and_left_alone(cli: CliRunner, 
         assert result.code == 1
         assert result.out.splitlines()[1] == (
             f"problem   mailbox: {box.path} can be changed by other users (mode 770); gitmail refuses such a mailbox "
-            f"(fix: chmod -R go-w {box.path})"
+            f"(fix: chmod -R go-rwx {box.path})"
         )
     assert mailbox_snapshot(box.path) == before
     assert stat.S_IMODE(box.path.stat().st_mode) == 0o770

@@ -92,6 +92,10 @@ class Store:
             raise MailboxError(
                 f"{where} is a git repository gitmail did not create; point {MAILBOX_ENV} at a new or empty path"
             )
+        try:
+            check_private(where)
+        except OSError as error:
+            raise MailboxError(f"cannot read the mailbox at {where}: {error.strerror or error}") from None
         self._checked = True
 
     @property
@@ -442,19 +446,23 @@ class Store:
 
 
 def check_ownership(where: Path) -> None:
-    """Refuse a mailbox another user owns or could change (as ssh refuses a key file others can write): its
-    config and refs decide what gitmail runs and delivers. Inside a private (0700) mailbox nobody else can reach
-    anything, whatever the modes there."""
-    uid = os.getuid()
-    root = where.stat()
-    _check_owned(where, root, uid, where)
-    if not stat.S_IMODE(root.st_mode) & 0o077:
-        return
-    for path in (where / "config", where / "refs", where / "objects", where / "hooks", where / OWN_DIR):
-        try:
-            _check_owned(path, path.lstat(), uid, where)
-        except FileNotFoundError:
-            continue
+    """Refuse a mailbox another user owns or others can write (as ssh refuses a key file others can write): its
+    config, refs, objects and gitmail's own files decide what gitmail runs and delivers."""
+    _check_owned(where, where.stat(), os.getuid(), where)
+
+
+def check_private(where: Path) -> None:
+    """Refuse a mailbox others can enter. gitmail insists on a private mailbox, as it makes them: a directory of
+    yours that grants nothing to group or others (0700) keeps everything inside out of anyone else's reach,
+    whatever the modes there, and one stat proves it. In a mailbox others can enter, what a neighbour could
+    rewrite (a world-writable packed-refs, ref folder, object or cache) would take a walk of the whole mailbox to
+    rule out, at every hook."""
+    mode = stat.S_IMODE(where.stat().st_mode)
+    if mode & 0o077:
+        raise MailboxError(
+            f"{where} is open to other users (mode {mode:o}); gitmail uses only a private mailbox, as it makes "
+            f"them (fix: chmod -R go-rwx {where})"
+        )
 
 
 def _check_owned(path: Path, info: os.stat_result, uid: int, where: Path) -> None:
@@ -466,7 +474,7 @@ def _check_owned(path: Path, info: os.stat_result, uid: int, where: Path) -> Non
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(info.st_mode):
         raise MailboxError(
             f"{path} can be changed by other users (mode {stat.S_IMODE(info.st_mode):o}); "
-            f"gitmail refuses such a mailbox (fix: chmod -R go-w {where})"
+            f"gitmail refuses such a mailbox (fix: chmod -R go-rwx {where})"
         )
 
 
