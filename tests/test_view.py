@@ -581,6 +581,22 @@ def test_the_export_is_one_file_with_nothing_external(box: Store, tmp_path: Path
     assert "<img src=x" not in text and "</script>" not in text.replace("&lt;/script&gt;", "")
 
 
+def test_the_export_leaves_out_where_things_are_on_this_machine(
+    cli: CliRunner, box: Store, repos: RepoFactory, tmp_path: Path, served: Client
+) -> None:
+    api, web = repos("api"), repos("web")
+    sent = cli("send", "--to", "web", "-s", "hello", cwd=api)
+    assert sent.code == 0 and cli("inbox", cwd=web).code == 0  # both names have a recorded path now
+    target = tmp_path / "shared.html"
+    assert cli("view", "--export", str(target)).code == 0
+    text = target.read_text()
+    assert "hello" in text and "api" in text and "web" in text
+    for where in (box.path, api, web, box.path.parent.parent, tmp_path):
+        assert str(where) not in text, where
+    page = served("/").text  # the view served on this machine still shows them
+    assert str(box.path) in page and str(web) in page
+
+
 def test_the_export_replaces_a_file_whole_and_refuses_a_directory(cli: CliRunner, box: Store, tmp_path: Path) -> None:
     fill(box)
     target = tmp_path / "out.html"

@@ -134,7 +134,9 @@ def render(template: str, snap: Snapshot, *, links: Links, **context: Any) -> st
 
 def export(store: Store, target: Path) -> int:
     """Write the whole view to one self-contained HTML file (styles inline, no script, nothing fetched); returns
-    how many conversations it holds. Written aside and renamed into place, so a failure leaves no half file."""
+    how many conversations it holds. Written aside and renamed into place, so a failure leaves no half file. An
+    export is made to be shared: it leaves out where things are on this machine (the mailbox's path, the paths of
+    the repositories that use each name), which the served view shows."""
     snap = conversations.load(store)
     css = static("view.css")
     digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
@@ -145,7 +147,7 @@ def export(store: Store, target: Path) -> int:
         .generate(
             snap=snap,
             links=ExportLinks(),
-            mailbox=str(store.path),
+            mailbox="",  # not shown: see above
             overview=conversations.overview(snap),
             waiting=conversations.waiting(snap, limit=_ALL),
             threads=conversations.every_thread(snap),
