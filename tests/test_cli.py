@@ -178,6 +178,25 @@ def test_ambiguous_ids_list_the_candidates(cli: CliRunner, api: Path, monkeypatc
     one_line_error(cli("show", "abcd"), 2, "id abcd is ambiguous: it matches abcd000000, abcd111111")
 
 
+def test_json_escapes_what_a_terminal_or_a_script_would_act_on_or_hide(cli: CliRunner, api: Path, web: Path) -> None:
+    body = "line\u2028separator \x85next \u202eevil\u202c \u200bzero \x1b[31m red é 中 👍"
+    sent = send(cli, api, "--to", "web", "-s", "json", stdin=body.encode())
+    for args, where in (
+        (["show", sent, "--json"], []),
+        (["log", "--json"], [0]),
+        (["inbox", "--json"], ["directed", 0]),
+    ):
+        result = cli(*args, cwd=web)
+        assert result.code == 0, (args, result)
+        found = json.loads(result.out)
+        for key in where:
+            found = found[key]
+        assert found["body"] == body, args  # the same JSON
+        for raw in ("\u2028", "\x85", "\u202e", "\u200b", "\x1b"):
+            assert raw not in result.out, (args, repr(raw))
+        assert "é 中 👍" in result.out
+
+
 def test_archiving_another_repos_message_is_refused(cli: CliRunner, api: Path, web: Path) -> None:
     message_id = send(cli, api, "--to", "db", "-s", "for db")
     one_line_error(cli("done", message_id, cwd=web), 1, f"{message_id} is addressed to 'db', not to 'web'")
