@@ -43,6 +43,9 @@ if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store.writer import Writer
 
 
+CANDIDATES_LISTED = 10  # ids an ambiguous prefix's error names before "and N more"
+
+
 class Entry(NamedTuple):
     """A stored message and where it stands."""
 
@@ -346,8 +349,9 @@ def resolve(store: Store, message_id: str) -> Located:
     if not places:
         raise NotFound(f"no message with id {prefix}")
     if len(places) > 1:
-        candidates = ", ".join(sorted(p.id for p in places))
-        raise UsageError(f"id {prefix} is ambiguous: it matches {candidates}")
+        ids = sorted(p.id for p in places)
+        more = f" and {len(ids) - CANDIDATES_LISTED:,} more" if len(ids) > CANDIDATES_LISTED else ""
+        raise UsageError(f"id {prefix} is ambiguous: it matches {', '.join(ids[:CANDIDATES_LISTED])}{more}")
     return places[0]
 
 

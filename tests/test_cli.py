@@ -178,6 +178,17 @@ def test_ambiguous_ids_list_the_candidates(cli: CliRunner, api: Path, monkeypatc
     one_line_error(cli("show", "abcd"), 2, "id abcd is ambiguous: it matches abcd000000, abcd111111")
 
 
+def test_an_ambiguous_prefix_names_ten_candidates_and_counts_the_rest(
+    cli: CliRunner, box: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = iter(f"abcd{n:06d}" for n in range(25))
+    monkeypatch.setattr("gitmail.mailbox.new_id", lambda: next(made))
+    for n in range(25):
+        mailbox.send(box, sender="api", to="web", subject=str(n))
+    listed = ", ".join(f"abcd{n:06d}" for n in range(10))
+    one_line_error(cli("show", "ab"), 2, f"id ab is ambiguous: it matches {listed} and 15 more\n")
+
+
 def test_json_escapes_what_a_terminal_or_a_script_would_act_on_or_hide(cli: CliRunner, api: Path, web: Path) -> None:
     body = "line\u2028separator \x85next \u202eevil\u202c \u200bzero \x1b[31m red é 中 👍"
     sent = send(cli, api, "--to", "web", "-s", "json", stdin=body.encode())
