@@ -192,8 +192,7 @@ def _mailbox(store: Store) -> tuple[list[Finding], bool]:
     except OSError as error:
         return [Finding("mailbox", Level.PROBLEM, f"cannot read {where}: {error.strerror or error}")], False
     try:
-        check_ownership(where)
-        store.check()
+        store.check()  # which checks its ownership
     except MailboxError as error:
         return [Finding("mailbox", Level.PROBLEM, str(error))], False
     mode = where.stat().st_mode & 0o777

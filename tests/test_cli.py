@@ -218,6 +218,11 @@ def test_archiving_another_repos_message_is_refused(cli: CliRunner, api: Path, w
     [
         (lambda p: p.write_text("x"), "exists but is not a directory"),
         (lambda p: (p.mkdir(), (p / "notes.txt").write_text("x")), "is not a git repository"),
+        (
+            lambda p: p.symlink_to(p.with_name("gone.git")),
+            "bad.git is a dangling symbolic link (to {tmp}/gone.git, which does not exist); point GITMAIL_DIR at the "
+            "mailbox itself, or create what the link names",
+        ),
     ],
 )
 def test_a_bad_mailbox_path_is_one_line(
@@ -227,7 +232,9 @@ def test_a_bad_mailbox_path_is_one_line(
     setup(path)  # type: ignore[operator]
     monkeypatch.setenv("GITMAIL_DIR", str(path))
     for args in (["send", "--to", "web", "-s", "x"], ["inbox"], ["log"], ["done", "--all"]):
-        one_line_error(cli(*args, cwd=api), 1, text)
+        one_line_error(cli(*args, cwd=api), 1, text.format(tmp=tmp_path))
+    doctor = cli("doctor", cwd=api)
+    assert doctor.code == 1 and doctor.err == "" and text.format(tmp=tmp_path) in doctor.out, doctor
 
 
 def test_help_is_written_for_users(cli: CliRunner) -> None:

@@ -66,6 +66,11 @@ class Store:
         where = self.path
         try:
             if not where.is_dir():
+                if where.is_symlink() and not where.exists():
+                    raise MailboxError(
+                        f"mailbox path {where} is a dangling symbolic link (to {os.readlink(where)}, which does not "
+                        f"exist); point {MAILBOX_ENV} at the mailbox itself, or create what the link names"
+                    )
                 raise MailboxError(f"mailbox path {where} exists but is not a directory")
             check_ownership(where)
             head, config = where / "HEAD", where / "config"
