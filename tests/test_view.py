@@ -384,6 +384,25 @@ def test_no_method_but_get_and_head_is_accepted(served: Client, box: Store, meth
     assert mailbox_snapshot(box.path) == before
 
 
+@pytest.mark.parametrize("sent", [b"", b"GET / HTTP/1.1\r\nHost: 127"], ids=["nothing", "half a request"])
+def test_an_idle_connection_is_closed(served: Client, monkeypatch: pytest.MonkeyPatch, sent: bytes) -> None:
+    import socket
+    import time
+
+    default = view._Handler.timeout
+    assert default is not None and 0 < default <= 60, "the view keeps idle connections forever"
+    monkeypatch.setattr(view._Handler, "timeout", 0.5)  # the same, sooner
+    with socket.create_connection(("127.0.0.1", served.server.port), timeout=10) as idle:
+        idle.sendall(sent)
+        began = time.monotonic()
+        try:
+            assert idle.recv(1024) == b""  # closed by the server
+        except TimeoutError:
+            pytest.fail("the view kept an idle connection open")
+        assert time.monotonic() - began >= 0.4
+    assert served("/").status == 200  # and goes on serving
+
+
 def test_head_answers_like_get_without_a_body(served: Client, box: Store) -> None:
     fill(box)
     got, head = served("/"), served("/", method="HEAD")

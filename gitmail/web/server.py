@@ -37,6 +37,7 @@ from gitmail.web import read as conversations
 from gitmail.web.read import Snapshot
 
 POLL_SECONDS = 2  # how often an open page asks whether the mailbox changed
+IDLE_SECONDS = 30.0  # how long a connection may wait to send its request (or the rest of it) before it is closed
 _ALL = 1_000_000  # "no limit" for lists shown whole (a repo's waiting mail, the export's)
 _STATIC = {
     "/static/view.css": ("view.css", "text/css; charset=utf-8"),
@@ -271,6 +272,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
     server_version = "gitmail-view"
     sys_version = ""
+    timeout = IDLE_SECONDS  # a connection that sends nothing (or stalls mid-request) this long is closed
 
     def do_GET(self) -> None:
         self._answer(head=False)
