@@ -35,12 +35,15 @@ from gitmail.store.files import refused
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
-from gitmail.values.names import RepoName
+from gitmail.values import urgency as levels
+from gitmail.values.names import RepoName, name_problem
 from gitmail.workspace import Actor
 
 MAX_CONTINUATIONS = 20  # turn ends continued per session, whatever arrives
 WAKE_LIMIT = 10  # wakes per window per session
+WAKE_LIMIT_NOW = 3  # more wakes per window for mail marked *now*
 WAKE_WINDOW = 300.0  # seconds
+NUDGE_PENDING = 600.0  # seconds a queued wake turn counts as outstanding when no hook of the session ran since
 
 
 class Moment(Enum):
@@ -56,6 +59,7 @@ class Moment(Enum):
 class Channel(Enum):
     CONTEXT = "context"  # hook context or tool output (system or developer role): may carry message content
     NOTICE = "notice"  # a user turn: only gitmail's own fixed notice
+    NUDGE = "nudge"  # a user turn queued for an idle session (gitmail's notice), whose own hooks then show the mail
 
 
 class Capability(NamedTuple):
@@ -63,6 +67,7 @@ class Capability(NamedTuple):
 
     event: str  # the host's hook event
     channel: Channel | None  # what reaches the model through it; None: nothing does
+    hook: bool = True  # carried by a hook the installer writes (not: gitmail starts it from outside)
 
 
 HOSTS: dict[str, dict[Moment, Capability]] = {
@@ -79,6 +84,7 @@ HOSTS: dict[str, dict[Moment, Capability]] = {
         Moment.TOOL: Capability("PostToolUse", Channel.CONTEXT),
         Moment.PROMPT: Capability("UserPromptSubmit", Channel.CONTEXT),
         Moment.STOP: Capability("Stop", Channel.NOTICE),  # continues the turn as a user-role message
+        Moment.WAKE: Capability("codex queue", Channel.NUDGE, hook=False),  # gitmail queues a turn (waking.py)
         Moment.END: Capability("SessionEnd", None),
     },
 }
@@ -112,6 +118,7 @@ class Delivery(NamedTuple):
     recording: Recording | None = None  # receipts the caller is to write once it has answered (a showing it
     # keeps to repeat must be forgotten if that write fails, or the receipts would never be written)
     unrecorded: str | None = None  # one line: what this showing could not record (a full disk); the text ends with it
+    generic: bool = True  # what any new session of the repo would be shown: nothing was this session's own
 
 
 NOTHING = render.Selection((), ())
@@ -128,8 +135,10 @@ def deliver(
     continuing: bool = False,
     command: str = "gitmail",
     defer: bool = False,
+    watch: bool = False,
 ) -> Delivery:
     """Decide and carry out one delivery. `continuing`: the host says this turn end was already continued once.
+    `watch`: the session start asks to be woken when mail arrives.
     `defer`: receipts of directed mail are returned (`Delivery.recording`) for the caller to write after it has
     answered, instead of being written before."""
     empty = Delivery(None, Pending(actor.repo), NOTHING)
@@ -149,8 +158,11 @@ def deliver(
         except Unwritable as error:
             unrecorded.append(("which repository uses this name", error.reason))
     seen_stamps = stamps.read(store.path, actor.repo)  # before reading: a later send is then noticed next time
-    mail = mailbox.pending(store, repo=actor.repo, deadline=Deadline(0) if busy else deadline)
-    mail = mail._replace(claimed_by=claimed_by)
+    also = aliases(store, actor)
+    mail = mailbox.pending(store, repo=actor.repo, also=also, deadline=Deadline(0) if busy else deadline)
+    me = actor.session.key if actor.session is not None else None
+    generic = not any(me in (e.message.from_session, e.message.to_session) for e in [*mail.directed, *mail.broadcasts])
+    mail = for_session(store, actor, mail)._replace(claimed_by=claimed_by)
     show = _Showing(store, actor, moment, carried.channel, deadline, busy, budget, peek, command, defer, unrecorded)
     session = actor.session
     if session is None or peek:
@@ -158,30 +170,49 @@ def deliver(
     with sessions.record(store.path, session.host, session.id, deadline) as record:
         if record is None:  # no record to be had: behave as a session that knows nothing yet
             return _noting(show(mail, None), unrecorded)
+        record.set("repo", str(actor.repo))
+        if actor.place is not None:
+            record.top = str(actor.place.top)
         if moment is Moment.START:
             record.know(set(), reset=True)
             record.set("shown", [])
             record.turn = False
-        elif moment in (Moment.TOOL, Moment.PROMPT):
+            sessions.resumed(record)
+            sessions.note_live(store.path, session.host, session.id)
+            record.set("watch", watch)
+        else:
+            sessions.note_live(store.path, session.host, session.id, unless_known=True)
+        if moment in (Moment.TOOL, Moment.PROMPT):
             record.turn = True
         elif moment is Moment.STOP:
             record.turn = False
+        if moment is not Moment.WAKE:
+            record.data.pop("nudged_at", None)  # a turn of its own ran: a wake queued for it was used up
         delivery = empty._replace(mail=mail)
-        limit, window = wake_limits(store)
+        everything = [*mail.directed, *mail.broadcasts]
+        unseen = [e for e in everything if e.message.id not in record.known]
+        quiet = bool(unseen) and all(e.message.urgency == levels.LOW for e in unseen)
+        charged = _wake_counter(store, record, unseen, carried.channel) if moment is Moment.WAKE else None
         if moment is Moment.STOP and (continuing or record.count("continued") >= MAX_CONTINUATIONS):
             pass  # the turn ends; what arrived is shown at the next prompt or tool call
-        elif moment is Moment.WAKE and (record.turn or not _may_wake(record, limit, window)):
+        elif moment in (Moment.TOOL, Moment.STOP, Moment.WAKE) and quiet:
+            pass  # low-urgency mail alone never interrupts: it waits for the next prompt (or comes with other mail)
+        elif moment is Moment.WAKE and (record.turn or charged is None):
             pass  # mid-turn mail reaches it at the next tool call or turn end; or woken often enough lately
         else:
             delivery = show(mail, record)
             if delivery.text is not None and moment is Moment.STOP:
                 record.add("continued")
-            if delivery.text is not None and moment is Moment.WAKE:
-                record.set("wakes", [*record.times("wakes"), time.time()][-limit:])
-        if moment not in (Moment.STOP, Moment.WAKE) or delivery.text is not None:
-            record.set("stamps", seen_stamps)
+            if delivery.text is not None and charged is not None:
+                most = wake_limits(store)[2] if charged == "wakes_now" else wake_limits(store)[0]
+                record.set(charged, [*record.times(charged), time.time()][-max(most, 1) :])
+        record.held = any(e.message.urgency == levels.LOW and e.message.id not in record.known for e in everything)
+        if moment not in (Moment.STOP, Moment.WAKE) or (
+            delivery.text is not None and carried.channel is not Channel.NUDGE
+        ):
+            record.set("stamps", seen_stamps)  # a queued turn's own hooks must see the mail as new: not after a nudge
         settled = delivery.settled and stamps.read(store.path, actor.repo) == seen_stamps
-        delivery = delivery._replace(settled=settled, stamps=seen_stamps, record=dict(record.data))
+        delivery = delivery._replace(settled=settled, stamps=seen_stamps, record=dict(record.data), generic=generic)
     if record.unsaved is not None:  # the record is written once the block is over
         unrecorded.append(("what this session was shown", refused(record.unsaved)))
     return _noting(delivery, unrecorded)
@@ -195,6 +226,46 @@ def _noting(delivery: Delivery, unrecorded: Sequence[tuple[str, str]]) -> Delive
     line = render.unrecorded([thing for thing, _ in unrecorded], [reason for _, reason in unrecorded])
     text = f"{delivery.text}\nNote: {line}.\n" if delivery.text is not None else None
     return delivery._replace(text=text, settled=False, unrecorded=line)
+
+
+def for_session(store: Store, actor: Actor, mail: Pending) -> Pending:
+    """What of a repo's pending mail is for the actor's session: never what that session sent itself, and of mail
+    for one session of the repo only its own, or what was for a session that has ended (so nothing is stranded).
+    Outside a session (a person at a terminal, a client), everything pending for the repo."""
+    if actor.session is None:
+        return mail
+    me = actor.session.key
+    gone: dict[str, bool] = {}
+
+    def ended(key: str) -> bool:
+        if key not in gone:
+            host, _, session_id = key.partition(":")
+            found = sessions.info(store.path, host, session_id)
+            gone[key] = found is None or found.state == "ended"
+        return gone[key]
+
+    def visible(entry: Entry) -> bool:
+        m = entry.message
+        if m.from_session == me:
+            return False
+        return m.to_session is None or m.to_session == me or ended(m.to_session)
+
+    return mail._replace(
+        directed=[e for e in mail.directed if visible(e)], broadcasts=[e for e in mail.broadcasts if visible(e)]
+    )
+
+
+def aliases(store: Store, actor: Actor) -> list[RepoName]:
+    """Other names the actor's work tree still receives mail under: a linked worktree went by its folder's name
+    before worktrees were named after their repository, and mail sent to that name (its claim records this work
+    tree) is delivered to its sessions too."""
+    found = actor.place
+    if found is None or found.worktree is None or found.worktree == actor.repo or name_problem(found.worktree):
+        return []
+    old = RepoName(found.worktree)
+    recorded = load_claims(store).get(old)
+    same = recorded is not None and os.path.realpath(recorded) == os.path.realpath(found.top)
+    return [old] if same else []
 
 
 def record(store: Store, recording: Recording, *, deadline: Deadline) -> None:
@@ -245,6 +316,14 @@ class _Showing:
         new = len(fresh.directed) + len(fresh.broadcasts)
         if not (new or fresh.unreadable):
             return Delivery(None, mail, NOTHING, settled=True)
+        if self.channel is Channel.NUDGE:
+            # The queued turn's own hooks show the mail: nothing is known yet, only this batch is not nudged for again.
+            ids = {e.message.id for e in [*mail.directed, *mail.broadcasts]}
+            if record is not None:
+                nudged = set(record.get("nudged") or []) & ids
+                record.set("nudged", sorted(nudged | {e.message.id for e in [*fresh.directed, *fresh.broadcasts]}))
+                record.set("nudged_at", time.time())
+            return Delivery(render.notice(mail.repo, new, voice=self.voice, nudge=True), mail, NOTHING, new)
         if self.channel is Channel.NOTICE:
             # Nothing is shown, so nothing is handed over or receipted: `gitmail inbox` does that when it is run.
             if record is not None:
@@ -268,7 +347,7 @@ class _Showing:
         fresh = fresh._replace(broadcasts=[e for e in fresh.broadcasts if e.message.id not in withheld])  # the note
         if record is not None:  # told of: every directed message (shown, or counted in "showing N of M"), and
             record.know({e.message.id for e in [*fresh.directed, *handed]})  # the broadcasts it was handed
-            record.show({e.message.id for e in [*shown.directed, *handed]})
+            record.show({e.message.id for e in [*shown.directed, *handed] if e.message.id not in shown.summarised})
         # Shown the same way next time, unless a broadcast was handed over (it is not pending next time) or could not
         # be, or a receipt is still to be written.
         settled = recorded and not chosen.broadcasts and note is None
@@ -320,17 +399,40 @@ def wake_enabled(store: Store) -> bool:
     return store.flag("wake")
 
 
-def wake_limits(store: Store) -> tuple[int, float]:
-    """At most this many wakes per this many seconds per session: `gitmail.wakeLimit` and `gitmail.wakeWindow` in
-    the mailbox's config, else the defaults."""
+def wake_limits(store: Store) -> tuple[int, float, int]:
+    """At most this many wakes per this many seconds per session, and at most that many more for mail marked *now*:
+    `gitmail.wakeLimit`, `gitmail.wakeWindow` and `gitmail.wakeLimitNow` in the mailbox's config, else the
+    defaults."""
     try:
         limit = max(0, int(store.setting("wakeLimit") or WAKE_LIMIT))
         window = max(0.0, float(store.setting("wakeWindow") or WAKE_WINDOW))
+        urgent = max(0, int(store.setting("wakeLimitNow") or WAKE_LIMIT_NOW))
     except ValueError:
-        return WAKE_LIMIT, WAKE_WINDOW
-    return limit, window
+        return WAKE_LIMIT, WAKE_WINDOW, WAKE_LIMIT_NOW
+    return limit, window, urgent
 
 
-def _may_wake(record: sessions.Record, limit: int, window: float) -> bool:
-    recent = [t for t in record.times("wakes") if time.time() - t < window]
-    return len(recent) < limit
+def _wake_counter(
+    store: Store, record: sessions.Record, unseen: Sequence[Entry], channel: Channel | None
+) -> str | None:
+    """Which wake count a wake for this mail is charged to, or None when the session is not to be woken: low mail
+    never wakes; mail marked *now* has a count of its own (so chatter cannot use up an urgent wake, and a sender
+    who marks everything *now* gets few wakes out of it); everything else shares the normal count. A wake that
+    only queues a turn (Codex) is queued once per batch of new mail and never while one is outstanding."""
+    if channel is Channel.NUDGE:
+        started = record.get("nudged_at")
+        if isinstance(started, (int, float)) and time.time() - started < NUDGE_PENDING:
+            return None
+        nudged = set(record.get("nudged") or [])
+        unseen = [e for e in unseen if e.message.id not in nudged]
+    loud = {e.message.urgency for e in unseen} - {levels.LOW}
+    if not loud:
+        return None
+    limit, window, urgent = wake_limits(store)
+
+    def room(name: str, most: int) -> bool:
+        return len([t for t in record.times(name) if time.time() - t < window]) < most
+
+    if levels.NOW in loud and room("wakes_now", urgent):
+        return "wakes_now"
+    return "wakes" if room("wakes", limit) else None

@@ -28,9 +28,13 @@ from gitmail.store.log import problem
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store, check_ownership
 from gitmail.store.transaction import reflog
 from gitmail.store.writer import Writer, writing
-from gitmail.values.layout import DAMAGED, Change, Located, State, damaged_ref, latest, locate
-from gitmail.values.message import DOCUMENT_NAME, BadDocument, parse
+from gitmail.values.layout import DAMAGED, OVERSIZED, Change, Located, State, damaged_ref, latest, locate
+from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, parse
 from gitmail.values.names import RepoName, name_problem
+from gitmail.values.verdict import ACCEPTED as ACCEPTED_KEYS
+from gitmail.values.verdict import NEW as NEW_KEY
+from gitmail.values.verdict import REVOKED as REVOKED_KEY
+from gitmail.workspace import Place
 
 LISTED = 10  # ids or files named in one line before "and N more"
 NOTES = "refs/notes/"
@@ -61,8 +65,8 @@ class Report(NamedTuple):
         return [f for f in self.findings if f.level is Level.PROBLEM]
 
 
-def examine(store: Store, *, here: Path | None, home: Path, repaired: Sequence[str] = ()) -> Report:
-    """Every check, for the mailbox, the repository at `here` (its git toplevel, if any) and the hosts in `home`."""
+def examine(store: Store, *, here: Place | None, home: Path, repaired: Sequence[str] = ()) -> Report:
+    """Every check, for the mailbox, the repository of the work tree `here` (if any) and the hosts in `home`."""
     findings, usable = _mailbox(store)
     messages: list[Located] = []
     if usable:
@@ -77,13 +81,17 @@ def examine(store: Store, *, here: Path | None, home: Path, repaired: Sequence[s
                 if held:  # a writer caught mid-change looks like damage: look again while none can be
                     inventory = _inventory(store)
         findings += inventory.findings(store)
+        findings += _outside_layout(store)
+        findings += _oversized(store)
         messages = inventory.readable()
+        findings += _keys(store)
     findings += _repository(store, here, messages)
     findings += _hooks(home)
+    findings += _waking(store) if usable else []
     return Report(store.path, findings, list(repaired))
 
 
-def repair(store: Store, *, here: Path | None) -> list[str]:
+def repair(store: Store, *, here: Place | None) -> list[str]:
     """Make the safe repairs, under the lock; what was done, one line each. A mailbox that cannot be used at all
     (someone else's, not gitmail's) is left alone: its findings say what to do."""
     try:
@@ -234,6 +242,92 @@ def _config_drift(store: Store) -> list[tuple[str, str, str | None]]:
     return [
         (k, v, have.get(k.lower())) for k, v in MAILBOX_CONFIG.items() if k != MARK_KEY and have.get(k.lower()) != v
     ]
+
+
+def _keys(store: Store) -> list[Finding]:
+    """The key this machine signs with, and the keys of other machines: a changed key is a problem until the user
+    trusts it or revokes the machine (its mail reads UNVERIFIED meanwhile)."""
+    from gitmail.store import keys
+    from gitmail.store import machines as machine
+    from gitmail.store import pins as known_keys
+
+    findings = []
+    try:
+        own = keys.signer(store, create=False)
+    except keys.SigningKeyError as error:
+        findings.append(Finding("keys", Level.PROBLEM, f"no mail can be written: {error}"))
+        own = None
+    else:
+        if own is None:
+            findings.append(Finding("keys", Level.OK, "no signing key yet: the first write makes one"))
+        else:
+            which = f"gitmail's own key {own.path}" if own.own else f"your key {own.path} (gitmail.{keys.SETTING})"
+            findings.append(Finding("keys", Level.OK, f"signs with {own.kind} {own.fingerprint}: {which}"))
+            here = machine.current(store) if store.writable() else None
+            if here is not None and keys.published_mark(store) != keys.mark(own, here):
+                findings.append(
+                    Finding(
+                        "keys",
+                        Level.NOTE,
+                        "this machine's key is not published yet, so other machines cannot verify its mail",
+                        "the next write publishes it; `gitmail keys init` does it now",
+                    )
+                )
+    pins = store.own_dir / keys.FOLDER / known_keys.FILE
+    try:
+        json.loads(pins.read_text(encoding="utf-8")) if pins.exists() else None
+    except (OSError, ValueError) as error:
+        findings.append(
+            Finding(
+                "keys",
+                Level.PROBLEM,
+                f"{pins} cannot be read ({error}): every machine's key would be taken on first sight again",
+                f"restore it from a backup, or remove it to pin the keys published now ({shlex.quote(str(pins))})",
+            )
+        )
+    known = known_keys.known(store).all
+    for key in known:
+        if key.state == NEW_KEY:
+            findings.append(
+                Finding(
+                    "keys",
+                    Level.PROBLEM,
+                    f'machine "{key.name}" ({key.machine}) published a key this machine does not accept: '
+                    f"{key.fingerprint}; its mail signed with it reads UNVERIFIED",
+                    f"if you expect it (compare with `gitmail keys` on that machine): gitmail keys trust {key.machine} "
+                    f"{key.fingerprint}; if not: gitmail keys revoke {key.machine}",
+                    (key.machine, key.fingerprint),
+                )
+            )
+        elif key.state == REVOKED_KEY:
+            findings.append(
+                Finding(
+                    "keys",
+                    Level.NOTE,
+                    f'the key {key.fingerprint} of machine "{key.name}" ({key.machine}) is revoked: its mail reads '
+                    "UNVERIFIED",
+                )
+            )
+    accepted = sorted({f"{k.name} ({k.machine})" for k in known if k.state in ACCEPTED_KEYS})
+    if accepted:
+        findings.append(
+            Finding(
+                "keys", Level.OK, f"keys accepted for {_count(len(accepted), 'other machine')}: " + _listed(accepted)
+            )
+        )
+    own_id = machine.local_id(store)
+    taken = {(k.machine, k.fingerprint) for k in known}
+    fresh = {(p.machine, p.fingerprint) for p in keys.publications(store) if p.machine != own_id} - taken
+    if fresh:
+        findings.append(
+            Finding(
+                "keys",
+                Level.NOTE,
+                f"{_count(len(fresh), 'key')} published by other machines not taken in yet (the next sync does it)",
+                "`gitmail keys` takes them in now",
+            )
+        )
+    return findings
 
 
 def _journal(store: Store) -> list[Finding]:
@@ -677,7 +771,8 @@ def _inventory(store: Store) -> Inventory:
     unreadable = [p for p in suspects if p.oid not in gone]
     # What sessions are handed is read and parsed too; the archive's documents are only checked to be there.
     handed = [p for p in messages if p.state in (State.PENDING, State.BROADCAST) and p not in suspects]
-    for place, document in zip(handed, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in handed]), strict=True):
+    documents = store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in handed], limit=MAX_DOCUMENT_BYTES)
+    for place, document in zip(handed, documents, strict=True):
         try:
             parse(document or b"")
         except BadDocument:
@@ -705,6 +800,75 @@ def _inventory(store: Store) -> Inventory:
         [(r, o) for r, o in set_aside if o in absent] + unwhole,
         [(r, o) for r, o in others if o in absent and not r.startswith(NOTES)],
     )
+
+
+def _outside_layout(store: Store) -> list[Finding]:
+    """Refs in the mailbox (and in the repository sync fetches in) that are no part of gitmail's layout: gitmail
+    never reads them, but they keep objects alive, and a remote that planted them before sync fetched only its
+    own refs left them here."""
+    from gitmail.store.keys import KEYS_NOTES
+    from gitmail.sync.quick import SYNCED
+    from gitmail.sync.remotes import TRACKING_ROOT, configured
+    from gitmail.values.layout import SEEN_NOTES
+    from gitmail.values.receipts import RECEIPTS_NOTES
+
+    remotes = [f"{TRACKING_ROOT}{remote.name}/" for remote in configured(store)]
+    known = {SEEN_NOTES, RECEIPTS_NOTES, KEYS_NOTES} | {prefix + name for prefix in remotes for name in SYNCED}
+    network = store.own_dir / "sync" / "fetch.git"
+    foreign: list[str] = []
+    dropped_by_sync = True  # every one is below a remote's tracking refs, which the next sync sets to what it uses
+    for repository in (store.path, network):
+        if repository != store.path and not (repository / "HEAD").is_file():
+            continue
+        for ref in _ref_names(repository, "refs/"):
+            if ref in known or ref.startswith((DAMAGED, OVERSIZED)) or (repository == store.path and locate(ref, "")):
+                continue
+            foreign.append(ref if repository == store.path else f"{ref} (in {network})")
+            dropped_by_sync = dropped_by_sync and ref.startswith(tuple(remotes))
+    if not foreign:
+        return []
+    remedy = (
+        "the next `gitmail sync` drops them"
+        if dropped_by_sync and remotes
+        else f"git --git-dir {shlex.quote(str(store.path))} update-ref -d REF, for each, once you know what it is"
+    )
+    return [
+        Finding(
+            "refs",
+            Level.NOTE,
+            f"{_count(len(foreign), 'ref')} outside gitmail's layout, which gitmail never reads: {_listed(foreign)}",
+            remedy,
+            tuple(foreign),
+        )
+    ]
+
+
+def _ref_names(repository: Path, prefix: str) -> list[str]:
+    """The refs below `prefix`: as git lists them, or where git stops on a packed-refs line that is no ref
+    (reported by `_broken_refs`), as gitmail's own reader finds them."""
+    try:
+        out = gitcmd.run(repository, "for-each-ref", "--format=%(refname)", prefix).decode(errors="replace")
+    except gitcmd.GitFailed:
+        return sorted(refs.listing(repository, prefix))
+    return out.split()
+
+
+def _oversized(store: Store) -> list[Finding]:
+    """Mail that arrived by sync larger than gitmail sends, which sync set aside unread."""
+    refs = _ref_names(store.path, OVERSIZED)
+    if not refs:
+        return []
+    ids = [ref.rpartition("/")[2] for ref in refs]
+    return [
+        Finding(
+            "messages",
+            Level.NOTE,
+            f"{_count(len(refs), 'message')} that arrived by sync larger than gitmail sends {_be(len(refs))} set "
+            f"aside unread: {_listed(ids)}",
+            f"git --git-dir {shlex.quote(str(store.path))} for-each-ref {OVERSIZED} (and see gitmail.log)",
+            tuple(refs),
+        )
+    ]
 
 
 def _notes(store: Store, ref: str, tip: str, gone: bool) -> Notes:
@@ -769,10 +933,13 @@ def _record_checked(store: Store, checked: dict[str, str]) -> None:
 # -- this repository and the hosts -------------------------------------------------------------------------------
 
 
-def _repository(store: Store, here: Path | None, messages: Sequence[Located]) -> list[Finding]:
-    """This repository's name, its claim, and mail that waits for names no repository here has used."""
+def _repository(store: Store, here: Place | None, messages: Sequence[Located]) -> list[Finding]:
+    """This repository's name (its folder's, or the one gitmail.name chooses), its claim, mail a worktree's own
+    folder name still holds, and mail that waits for names no repository here has used."""
     claims = load_claims(store)
     name = RepoName(here.name) if here is not None and not name_problem(here.name) else None
+    how = "chosen with git config gitmail.name" if here is not None and here.named_by != "folder" else "its folder's"
+    rename = "rename the folder, or choose a name with `git config gitmail.name NAME` in the repository"
     findings = []
     if here is None:
         findings.append(
@@ -787,14 +954,17 @@ def _repository(store: Store, here: Path | None, messages: Sequence[Located]) ->
             Finding(
                 "repository",
                 Level.PROBLEM,
-                f"this repository's folder name {here.name!r} cannot be a mailbox name: {name_problem(here.name)}",
-                "rename the folder (a repository's mailbox name is its folder name)",
+                f"this repository's name {here.name!r} ({how}) cannot be a mailbox name: {name_problem(here.name)}",
+                rename,
             )
         )
     else:
         first = claims.get(name)
         pending = len({p.id for p in messages if p.recipient == name and p.state is State.PENDING})
-        facts = f"{json.dumps(name, ensure_ascii=False)} at {here}, {_count(pending, 'message')} pending"
+        where = f"{here.home}" + (
+            f" (worktree {json.dumps(here.worktree, ensure_ascii=False)})" if here.worktree else ""
+        )
+        facts = f"{json.dumps(name, ensure_ascii=False)} ({how} name) at {where}, {_count(pending, 'message')} pending"
         if first is None:
             findings.append(
                 Finding(
@@ -804,7 +974,7 @@ def _repository(store: Store, here: Path | None, messages: Sequence[Located]) ->
                     "this one",
                 )
             )
-        elif os.path.realpath(first) == os.path.realpath(here):
+        elif os.path.realpath(first) == os.path.realpath(here.home):
             findings.append(Finding("repository", Level.OK, f"{facts}; the name's recorded path"))
         elif not os.path.exists(first):
             findings.append(
@@ -821,9 +991,21 @@ def _repository(store: Store, here: Path | None, messages: Sequence[Located]) ->
                     "repository",
                     Level.PROBLEM,
                     f"{facts}; the name was first used by {first}, so the two repositories share one mailbox",
-                    "rename one of the two folders (a repository's mailbox name is its folder name)",
+                    rename,
                 )
             )
+        old = here.worktree
+        if old and old != name and not name_problem(old):
+            kept = len({p.id for p in messages if p.recipient == RepoName(old) and p.state is State.PENDING})
+            if kept and os.path.realpath(claims.get(RepoName(old), "")) == os.path.realpath(here.top):
+                findings.append(
+                    Finding(
+                        "repository",
+                        Level.NOTE,
+                        f"{_count(kept, 'message')} {_is(kept)} addressed to {json.dumps(old, ensure_ascii=False)}, "
+                        f"the name this worktree went by before; its sessions are shown {_them(kept)} too",
+                    )
+                )
     waiting: dict[str, int] = {}
     for place in messages:
         if place.state is State.PENDING and place.recipient not in claims and place.recipient != name:
@@ -835,23 +1017,24 @@ def _repository(store: Store, here: Path | None, messages: Sequence[Located]) ->
                 "repository",
                 Level.NOTE,
                 f"mail waits for names no repository on this machine has used yet: {named}",
-                "a repository's mailbox name is its folder name; mail to a misspelt one never arrives (resend it)",
+                "a repository's mailbox name is its folder's (or its gitmail.name); mail to a misspelt one never "
+                "arrives (resend it)",
             )
         )
     return findings
 
 
-def _reclaim(store: Store, here: Path | None) -> list[str]:
-    """Record this path for its name when the recorded one no longer exists (the repository moved here)."""
+def _reclaim(store: Store, here: Place | None) -> list[str]:
+    """Record this repository's path for its name when the recorded one no longer exists (it moved here)."""
     if here is None or name_problem(here.name):
         return []
     claims = load_claims(store)
     first = claims.get(here.name)
     if first is None or os.path.exists(first):
         return []
-    claims[here.name] = os.path.realpath(here)
+    claims[here.name] = os.path.realpath(here.home)
     save_claims(store, claims)
-    return [f"recorded {here} for the name {json.dumps(here.name, ensure_ascii=False)} instead of {first}"]
+    return [f"recorded {here.home} for the name {json.dumps(here.name, ensure_ascii=False)} instead of {first}"]
 
 
 def _hooks(home: Path) -> list[Finding]:
@@ -888,6 +1071,26 @@ def _hooks(home: Path) -> list[Finding]:
             )
         else:
             findings.append(Finding(host.host, Level.OK, host.detail))
+    return findings
+
+
+def _waking(store: Store) -> list[Finding]:
+    """Which of the sessions gitmail knows on this machine mail can wake while they wait for their user, per host
+    (Claude Code: its wake hook; Codex: an open window, through `codex queue`)."""
+    from gitmail import actions, delivery
+
+    if not delivery.wake_enabled(store):
+        text = "waking idle sessions is switched off (gitmail.wake = false, or GITMAIL_WAKE=0)"
+        return [Finding("wake", Level.NOTE, text, "git config --file MAILBOX/config gitmail.wake true")]
+    live = [v for v in actions.sessions_here(store, None) if v.info.state != "ended"]
+    findings = []
+    for host, how in (("claude", "its wake hook"), ("codex", "an open Codex window, through codex queue")):
+        mine = [v for v in live if v.info.host == host]
+        if not mine:
+            continue
+        woken = [v.address for v in mine if v.wakeable]
+        text = f"{len(woken)} of {_count(len(mine), 'live ' + host + ' session')} can be woken by mail ({how})"
+        findings.append(Finding("wake", Level.OK, text + (f": {_listed(woken)}" if woken else ""), items=tuple(woken)))
     return findings
 
 

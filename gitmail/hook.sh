@@ -5,9 +5,10 @@
 # These fire all the time, and almost always nothing has changed. So this decides with shell built-ins alone
 # whether anything may have arrived for this session's repository since the session last looked, and starts
 # Python (`PYTHON -m gitmail hook MOMENT --host HOST`, which decides for real) only then: when the repository's
-# change stamp or the broadcasts' stamp differs from what the session saw, or when this cannot tell. A session
-# start whose answer would be the last one's, kept under the same stamps (gitmail/startcache.py), is answered from
-# that. It never fails the session.
+# change stamp or the broadcasts' stamp differs from what the session saw, or when this cannot tell. A new
+# session's start whose answer would be the last one's in its work tree, kept under the same stamps
+# (gitmail/store/startcache.py), is answered from that. The files and lines it shares with Python are defined in
+# gitmail/store/hookfiles.py. It never fails the session.
 
 moment=$1 host=$2 python=$3 watch=${4:-}
 [ -n "$python" ] || exit 0
@@ -25,6 +26,57 @@ gitmail() {
 run() {
     gitmail
     exit $?
+}
+
+# The host program running the session: the first process up from here that is not a shell, with its start time
+# (in clock ticks since boot: a pid reused by another program has another), as `pid ticks`; nothing without /proc.
+live() {
+    pid=$PPID
+    for _ in 1 2 3 4; do
+        read -r stat 2>/dev/null <"/proc/$pid/stat" || return 0
+        comm=${stat#*\(} && comm=${comm%%)*}
+        set -- ${stat##*) }
+        case $comm in
+        sh | bash | dash | zsh | ksh | busybox | env | timeout) pid=$2 ;;
+        *) { printf '%s %s\n' "$pid" "${20}" >"$shown.live"; } 2>/dev/null && return 0 ;;
+        esac
+    done
+}
+
+# The answer the last session start in this work tree kept (store/startcache.py), when it still holds: its files
+# are named after the work tree's path, spelled with letters, digits, '.', '-', '_' and %2F for '/' (any other
+# path is left to Python).
+kept_answer() {
+    name= rest=$dir
+    while [ -n "$rest" ]; do
+        c=${rest%"${rest#?}"}
+        rest=${rest#?}
+        case $c in
+        [A-Za-z0-9._-]) name=$name$c ;;
+        /) name=$name%2F ;;
+        *) return 0 ;;
+        esac
+    done
+    kept=$mailbox/gitmail/cache/$host-$name
+    key= record= claims=
+    read -r key 2>/dev/null <"$kept.key" || return 0
+    ref=${key%%:*}
+    case $ref in '' | *[!A-Za-z0-9%_-]*) return 0 ;; esac
+    read -r mine 2>/dev/null <"$mailbox/gitmail/stamps/$ref"
+    read -r everyone 2>/dev/null <"$mailbox/gitmail/stamps/_broadcast"
+    read -r claims 2>/dev/null <"$mailbox/gitmail/stamps/_claims"
+    flag=
+    [ -n "$watch" ] && flag=watch
+    [ "$key" = "$ref:$mine:$everyone:$claims:${GITMAIL_WAKE:-}:$flag:${PATH:-}" ] || return 0
+    read -r record 2>/dev/null <"$kept.record" || return 0
+    # With a remote that syncs by itself, the kept answer holds until a sync is due: until the time that
+    # $kept.due was stamped with, which the record just written is older than. A record that cannot be written (a
+    # full disk) leaves the answer to Python, which says so.
+    { printf '%s\n' "$record" >"$shown.json" &&
+        printf '%s\n' "$ref:$mine:$everyone" >"$shown.stamps" &&
+        printf '%s\n' "$dir" >"$shown.top"; } 2>/dev/null &&
+        { [ ! -e "$kept.due" ] || [ "$kept.due" -nt "$shown.json" ]; } &&
+        live && { [ ! -s "$kept.out" ] || cat "$kept.out"; } && exit 0
 }
 
 mailbox=${GITMAIL_DIR:-${HOME:-}/.gitmail/mail.git}
@@ -69,53 +121,31 @@ while [ -n "$dir" ] && [ ! -e "$dir/.git" ]; do
     case $dir in /) dir= ;; */*) dir=${dir%/*} && dir=${dir:-/} ;; *) dir= ;; esac
 done
 
-# Its name as gitmail writes it in file names: lower-case letters, digits, '-' and '_' as they are; capitals
-# and '.' as %XX; anything else is left to Python.
-ref=
+# The session's files, and where its repository's mail is stamped. Python names the repository (a worktree's is
+# its repository's; gitmail.name may choose another) and writes it into the session's stamps line, with the work
+# tree it found it for: here only the work tree is found, and the rest read back.
 if [ -n "$dir" ] && [ -n "$session" ]; then
-    rest=${dir##*/}
-    while [ -n "$rest" ]; do
-        c=${rest%"${rest#?}"}
-        rest=${rest#?}
-        case $c in
-        [a-z0-9_-]) ref=$ref$c ;;
-        .) ref=$ref%2E ;;
-        A) ref=$ref%41 ;; B) ref=$ref%42 ;; C) ref=$ref%43 ;; D) ref=$ref%44 ;; E) ref=$ref%45 ;;
-        F) ref=$ref%46 ;; G) ref=$ref%47 ;; H) ref=$ref%48 ;; I) ref=$ref%49 ;; J) ref=$ref%4A ;;
-        K) ref=$ref%4B ;; L) ref=$ref%4C ;; M) ref=$ref%4D ;; N) ref=$ref%4E ;; O) ref=$ref%4F ;;
-        P) ref=$ref%50 ;; Q) ref=$ref%51 ;; R) ref=$ref%52 ;; S) ref=$ref%53 ;; T) ref=$ref%54 ;;
-        U) ref=$ref%55 ;; V) ref=$ref%56 ;; W) ref=$ref%57 ;; X) ref=$ref%58 ;; Y) ref=$ref%59 ;;
-        Z) ref=$ref%5A ;;
-        *) ref= && break ;;
-        esac
-    done
-fi
-
-if [ -n "$ref" ]; then
-    mine= everyone= seen=
-    read -r mine 2>/dev/null <"$mailbox/gitmail/stamps/$ref"
-    read -r everyone 2>/dev/null <"$mailbox/gitmail/stamps/_broadcast"
+    shown=$mailbox/gitmail/sessions/$host-$session
+    mine= everyone= seen= top=
     if [ "$moment" = session-start ]; then
-        claims= kept= record=
-        read -r claims 2>/dev/null <"$mailbox/gitmail/stamps/_claims"
-        kept=$mailbox/gitmail/cache/$host-$ref
-        read -r key 2>/dev/null <"$kept.key"
-        flag=
-        [ -n "$watch" ] && flag=watch
-        if [ "$key" = "$ref:$mine:$everyone:$claims:${GITMAIL_WAKE:-}:$flag:${PATH:-}" ] &&
-            read -r record 2>/dev/null <"$kept.record"; then
-            shown=$mailbox/gitmail/sessions/$host-$session
-            # With a remote that syncs by itself, the kept answer holds until a sync is due: until the time that
-            # $kept.due was stamped with, which the record just written is older than.
-            # A record that cannot be written (a full disk) leaves the answer to Python, which says so.
-            { printf '%s\n' "$record" >"$shown.json" &&
-                printf '%s\n' "$ref:$mine:$everyone" >"$shown.stamps"; } 2>/dev/null &&
-                { [ ! -e "$kept.due" ] || [ "$kept.due" -nt "$shown.json" ]; } &&
-                { [ ! -s "$kept.out" ] || cat "$kept.out"; } && exit 0
-        fi
+        # A new session (no record yet) is answered from what the last start in this work tree kept, when the
+        # mail, the names and the hook's settings are as they were then. A session with a record (resumed,
+        # cleared, compacted) may have sent mail of its own or been written to: Python answers it.
+        [ -e "$shown.json" ] || kept_answer
     else
-        read -r seen 2>/dev/null <"$mailbox/gitmail/sessions/$host-$session.stamps"
-        [ "$ref:$mine:$everyone" = "$seen" ] && exit 0 # nothing new since this session last looked
+        read -r seen 2>/dev/null <"$shown.stamps"
+        read -r top 2>/dev/null <"$shown.top"
+        ref=${seen%%:*}
+        case $ref in '' | *[!A-Za-z0-9%_-]*) ref= ;; esac
+        if [ -n "$ref" ] && [ "$top" = "$dir" ]; then
+            read -r mine 2>/dev/null <"$mailbox/gitmail/stamps/$ref"
+            read -r everyone 2>/dev/null <"$mailbox/gitmail/stamps/_broadcast"
+            # Nothing new since this session last looked; but low-urgency mail held back during the turn is shown
+            # with the next prompt.
+            if [ "$ref:$mine:$everyone" = "$seen" ]; then
+                [ "$moment" = prompt ] && [ -e "$shown.held" ] || exit 0
+            fi
+        fi
     fi
 fi
 

@@ -22,6 +22,13 @@ from gitmail.edge import contained
 WAKE_EXIT = 2  # Claude Code starts a new turn when an asyncRewake hook exits 2; its stderr reaches the model
 MAX_PAYLOAD = 1 << 24  # a host payload larger than this is not read whole (a tool's output can be large)
 HOSTS = ("claude", "codex")
+KEPT_RECORD = (
+    "known",
+    "shown",
+    "stamps",
+    "repo",
+    "watch",
+)  # what a kept session start gives the new session it answers
 
 
 class Answer:
@@ -76,29 +83,30 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     from gitmail.store import stamps, startcache
     from gitmail.store.opening import open_mailbox
     from gitmail.values.names import RepoName, name_problem
-    from gitmail.workspace import Actor, Session, own_command, toplevel
+    from gitmail.workspace import Actor, Session, own_command, place
 
     payload = _payload(raw)
     moment = delivery.Moment(moment_name)
     if payload.get("agent_id"):  # a subagent's event: the main session's mail is not for it
         return Answer()
     cwd = _cwd(payload)
-    top = toplevel(cwd) if cwd is not None else None
+    found = place(cwd) if cwd is not None else None
     session_id = payload.get("session_id")
     session = Session(host, session_id) if isinstance(session_id, str) else None
     if moment is delivery.Moment.END:  # what the session knew goes, whichever repository it ended in
         if session is not None:
-            actions.session_ended(open_mailbox(), session)
+            reason = payload.get("reason")
+            actions.session_ended(open_mailbox(), session, reason if isinstance(reason, str) else "")
         return Answer()
-    if top is None or name_problem(top.name):
+    if found is None or name_problem(found.name):
         return Answer()
     store = open_mailbox()
     if not store.exists():
         return Answer()
-    actor = Actor(RepoName(top.name), top, host, session)
-    shown = actions.at_moment(
-        store, actor, moment, continuing=payload.get("stop_hook_active") is True, command=own_command()
-    )
+    actor = Actor(RepoName(found.name), found.home, host, session, found)
+    wake = watch and delivery.wake_enabled(store)
+    continuing = payload.get("stop_hook_active") is True
+    shown = actions.at_moment(store, actor, moment, continuing=continuing, command=own_command(), watch=wake)
     carried = delivery.capability(host, moment)
     event = str(payload.get("hook_event_name") or (carried.event if carried else ""))
     watched = [str(p) for p in stamps.ensure(store.path, actor.repo)] if watch and delivery.wake_enabled(store) else []
@@ -110,17 +118,18 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
             try:
                 actions.record(store, recording)
             except BaseException:  # not written: the next session start must run Python and write it then
-                startcache.forget(store.path, host, actor.repo)
+                startcache.forget(store.path, host, found.top)
                 raise
 
         reply.after = record
     if moment is delivery.Moment.START and session is not None and shown.record is not None:
-        if shown.settled and event == "SessionStart":
+        if shown.settled and event == "SessionStart" and shown.generic:
             due = _due(store)
             key = startcache.key(store.path, shown.stamps, watch=watch)
-            startcache.keep(store.path, host, actor.repo, key=key, record=shown.record, answer=reply.stdout, due=due)
+            kept = {k: v for k, v in shown.record.items() if k in KEPT_RECORD}  # nothing of this session's own
+            startcache.keep(store.path, host, found.top, key=key, record=kept, answer=reply.stdout, due=due)
         else:
-            startcache.forget(store.path, host, actor.repo)
+            startcache.forget(store.path, host, found.top)
     return reply
 
 

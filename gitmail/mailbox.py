@@ -5,17 +5,21 @@ that the action layer (actions.py) composes into what users ask for; it decides 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gitmail.errors import GitmailError, MailboxError, NotFound, Unwritable, UsageError
+from gitmail.store import machines
 from gitmail.store.claims import load_claims
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
+from gitmail.store.machines import local_id as _local_id
 from gitmail.store.repository import WRITE_WAIT, Store
 from gitmail.values import receipts
+from gitmail.values import urgency as levels
 from gitmail.values.ids import BROADCAST, ID_ALPHABET, ID_LENGTH, new_id
 from gitmail.values.layout import (
     BROADCASTS,
@@ -34,13 +38,26 @@ from gitmail.values.layout import (
     seen_specs,
     state_prefix,
 )
-from gitmail.values.message import DOCUMENT_NAME, BadDocument, Message, clean_body, clean_subject, parse, reply_subject
-from gitmail.values.names import RepoName
+from gitmail.values.message import (
+    DOCUMENT_NAME,
+    MAX_DOCUMENT_BYTES,
+    BadDocument,
+    Message,
+    clean_body,
+    clean_subject,
+    parse,
+    reply_subject,
+)
+from gitmail.values.names import UNSAFE_TEXT, RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
+from gitmail.values.verdict import Verdict
 
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
+    from gitmail.store.remotemoves import Move
     from gitmail.store.writer import Writer
+    from gitmail.values.attachments import Attachment
+    from gitmail.values.outgoing import Outgoing
 
 
 CANDIDATES_LISTED = 10  # ids an ambiguous prefix's error names before "and N more"
@@ -54,6 +71,8 @@ class Entry(NamedTuple):
     oid: str  # the message's commit
     recipient: RepoName | None  # whose inbox or archive holds it; None for broadcasts
     records: Sequence[receipts.Record] = ()  # its receipts, where the reader asked for them (log, show)
+    moved: Move | None = None  # archived or retracted here because a remote said so (log, show)
+    verdict: Verdict | None = None  # from another machine: whether that machine's key vouches for it; None: from here
 
 
 class Pending(NamedTuple):
@@ -86,6 +105,22 @@ class History(list[Entry]):
         self.unrecorded = unrecorded
 
 
+def _delivered(
+    entry: Entry, me: RepoName, when: datetime, host: str, moment: str, machine: str | None
+) -> receipts.Record:
+    """A first showing's receipt; mail a worktree's old name holds is receipted for that name."""
+    whose = str(entry.recipient or me)
+    return receipts.Record(receipts.DELIVERED, whose, when, host=host, moment=moment, machine=machine)
+
+
+def local_machine_id(store: Store) -> str | None:
+    """This mailbox's machine id, as receipts record where a showing happened."""
+    try:
+        return _local_id(store, create=True)
+    except MailboxError:
+        return None
+
+
 def _writing(store: Store, **kwargs: Any) -> AbstractContextManager[Writer]:
     """store/writer.py's `writing`, imported when something is to be written: readers never load the writer."""
     from gitmail.store.writer import writing
@@ -108,13 +143,24 @@ def send(
     subject: str,
     body: bytes | str = "",
     when: datetime | None = None,
+    from_session: str | None = None,
+    to_session: str | None = None,
+    to_handle: str | None = None,
+    urgency: str = levels.NORMAL,
+    attachments: Sequence[Outgoing] = (),
 ) -> Entry:
-    """Leave a message in `to`'s inbox; it stays pending there until `to` replies or marks it done."""
+    """Leave a message in `to`'s inbox; it stays pending there until `to` replies or marks it done. With
+    `to_session` ("host:id"), it is for that one session of `to` (`to_handle`: how the sender named it); with
+    `from_session`, it records the session that sent it, which is never shown it. `urgency`: now, normal or low."""
     recipient = RepoName.parse(to)
     message = _compose(sender=sender, to=recipient, subject=subject, body=body, when=when)
+    message = message._replace(
+        from_session=from_session, to_session=to_session, to_handle=to_handle, urgency=levels.parse(urgency)
+    )
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
+            message = message._replace(attachments=writer.attach(attachments))
             oid = writer.commit(message)
             writer.apply(
                 [Change(inbox_prefix(recipient) + message.id, oid, None)],
@@ -124,18 +170,32 @@ def send(
 
 
 def broadcast(
-    store: Store, *, sender: str, subject: str, body: bytes | str = "", when: datetime | None = None
+    store: Store,
+    *,
+    sender: str,
+    subject: str,
+    body: bytes | str = "",
+    when: datetime | None = None,
+    from_session: str | None = None,
+    urgency: str = levels.NORMAL,
+    attachments: Sequence[Outgoing] = (),
 ) -> Entry:
-    """Leave a message for every repo: each is handed it once; its sender never is."""
+    """Leave a message for every repo: each is handed it once; its sender never is. Sent from a session
+    (`from_session`), it is that session that never is: the repo's other sessions get it like any repo."""
     message = _compose(sender=sender, to=BROADCAST, subject=subject, body=body, when=when)
+    message = message._replace(from_session=from_session, urgency=levels.parse(urgency))
     active = state_prefix(State.BROADCAST)
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, active)
+            message = message._replace(attachments=writer.attach(attachments))
             oid = writer.commit(message)
-            # One transaction: the broadcast, and its sender in its seen-set (a sender is never handed its own).
-            seen, _ = writer.note_lines(SEEN_NOTES, {oid: [str(message.sender)]}, who=message.sender, when=message.date)
-            changes = [Change(active + message.id, oid, None), *([seen] if seen else [])]
+            changes = [Change(active + message.id, oid, None)]
+            if from_session is None:  # one transaction: the broadcast, and its sender in its seen-set
+                seen, _ = writer.note_lines(
+                    SEEN_NOTES, {oid: [str(message.sender)]}, who=message.sender, when=message.date
+                )
+                changes += [seen] if seen else []
             writer.apply(changes, f"gitmail: {message.sender} broadcast {message.id}")
     return Entry(message, State.BROADCAST, oid, None)
 
@@ -148,15 +208,23 @@ def reply(
     subject: str | None = None,
     body: bytes | str = "",
     when: datetime | None = None,
+    from_session: str | None = None,
+    to_handle: str | None = None,
+    urgency: str = levels.NORMAL,
+    attachments: Sequence[Outgoing] = (),
 ) -> Entry:
-    """Answer a message: routed to its sender, threaded on it, and archiving it for the replier in one step."""
+    """Answer a message: routed to its sender (to the very session that sent it, when one did), threaded on it,
+    and archiving it for the replier in one step."""
     me = RepoName.parse(sender)
     original = show(store, to_id)
     first = original.message
     if first.sender == me and first.is_broadcast:
         raise GitmailError(f"{first.id} is your own broadcast; send a new broadcast instead of a reply")
-    # Answering your own directed message is a follow-up to its recipient.
-    recipient = RepoName(first.to) if first.sender == me else first.sender
+    # Answering your own directed message is a follow-up to its recipient (and to its session, if it had one); a
+    # message another session of the same repo sent is answered like any other: back to that session.
+    follow_up = first.sender == me and (first.from_session is None or first.from_session == from_session)
+    recipient = RepoName(first.to) if follow_up else first.sender
+    to_session = first.to_session if follow_up else first.from_session
     message = _compose(
         sender=me,
         to=recipient,
@@ -165,9 +233,14 @@ def reply(
         when=when,
         reply_to=first.id,
     )
+    handle = (first.to_handle if follow_up else to_handle) if to_session else None
+    message = message._replace(
+        from_session=from_session, to_session=to_session, to_handle=handle, urgency=levels.parse(urgency)
+    )
     for attempt in attempts():
         with attempt, _writing(store, actor=me) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
+            message = message._replace(attachments=writer.attach(attachments))
             oid = writer.commit(message, parents=[original.oid])
             changes = [Change(inbox_prefix(recipient) + message.id, oid, None)]
             mine = inbox_prefix(me) + first.id
@@ -198,6 +271,17 @@ def retract(store: Store, *, sender: str, message_id: str) -> bool:
                 return False
             retracted = state_prefix(State.RETRACTED) + entry.message.id
             changes = [Change(retracted, entry.oid, None), Change(active, None, entry.oid)]
+            # The signed record of it: a "retracted" receipt on the broadcast, in a notes commit of its own that
+            # names what it retracts (readers that know no such receipt pass over it).
+            record = receipts.Record(receipts.RETRACTED, str(me), now())
+            text = (
+                f"gitmail: {me} retracted {entry.message.id}\n\nMessage-Id: {entry.message.id}\nCommit: {entry.oid}\n"
+                f"Machine: {machines.current(store).field()}\n"
+            )
+            note, _ = writer.note_lines(
+                RECEIPTS_NOTES, {entry.oid: [record.line()]}, who=me, when=record.at, fan_out=True, text=text
+            )
+            changes += [note] if note is not None else []
             writer.apply(changes, f"gitmail: {me} retracted {entry.message.id}")
     return True
 
@@ -234,10 +318,19 @@ def _unique(target: Callable[[str], str | None], message: Message, prefix: str) 
 # -- reading and handing over ----------------------------------------------------------------------------------
 
 
-def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: Deadline | None = None) -> Pending:
-    """A repo's pending directed mail and the broadcasts not yet handed to it, with which of them a session of
-    this repo was already shown. Writes nothing (unless a writer died mid-change: that change is finished first,
-    when this process may write and the lock comes free in time)."""
+def pending(
+    store: Store,
+    *,
+    repo: str,
+    also: Sequence[RepoName] = (),
+    timeout: float = WRITE_WAIT,
+    deadline: Deadline | None = None,
+) -> Pending:
+    """A repo's pending directed mail (and what waits under the other names in `also`) and the broadcasts not yet
+    handed to it, with which of them a session of this repo was already shown. A broadcast its repo sent is not for
+    it, unless a session sent it (then the repo's other sessions get it: delivery.py keeps it from the sender's).
+    Writes nothing (unless a writer died mid-change: that change is finished first, when this process may write
+    and the lock comes free in time)."""
     me = RepoName.parse(repo)
     if not store.exists():
         return Pending(me)
@@ -247,13 +340,13 @@ def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: D
                 pass  # a writer died mid-change: the lock finishes it
         except MailboxError:
             pass  # a live writer holds the lock and will finish it; reading meanwhile is safe
-    places = store.refs(inbox_prefix(me), state_prefix(State.BROADCAST))
+    places = store.refs(inbox_prefix(me), *(inbox_prefix(name) for name in also), state_prefix(State.BROADCAST))
     broadcast_places = [p for p in places if p.state is State.BROADCAST]
     specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places]
     specs += [s for p in broadcast_places for s in seen_specs(p.oid)]
     receipted_places = places if store.flag("receipts") else []
     specs += [s for p in receipted_places for s in note_specs(RECEIPTS_NOTES, p.oid)]
-    documents = store.read(specs)
+    documents = store.read(specs, limit=MAX_DOCUMENT_BYTES)  # documents and notes: nothing larger is read
     entries, unreadable = _entries(places, documents[: len(places)], Here(store))
     notes = documents[len(places) : len(places) + 3 * len(broadcast_places)]
     seen = {p.oid: note_lines(notes[3 * i : 3 * i + 3]) for i, p in enumerate(broadcast_places)}
@@ -261,10 +354,16 @@ def pending(store: Store, *, repo: str, timeout: float = WRITE_WAIT, deadline: D
     receipted = frozenset(
         p.id
         for i, p in enumerate(receipted_places)
-        if receipts.delivered(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), str(me))
+        if receipts.delivered(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), str(p.recipient or me))
     )
     directed = [e for e in entries if e.state is State.PENDING]
-    broadcasts = [e for e in entries if e.state is State.BROADCAST and e.message.sender != me and me not in seen[e.oid]]
+    broadcasts = [
+        e
+        for e in entries
+        if e.state is State.BROADCAST
+        and (e.message.sender != me or e.message.from_session is not None)
+        and me not in seen[e.oid]
+    ]
     return Pending(me, _oldest_first(directed), _oldest_first(broadcasts), unreadable, receipted=receipted)
 
 
@@ -287,15 +386,16 @@ def record_shown(
     if not shown and not broadcasts:
         return []
     when = when or now()
+    here = local_machine_id(store)
     for attempt in attempts():
         with attempt, _writing(store, actor=me, deadline=deadline or Deadline(timeout)) as writer:
             active = [e for e in broadcasts if writer.target(state_prefix(State.BROADCAST) + e.message.id) == e.oid]
             seen, added = writer.note_lines(SEEN_NOTES, {e.oid: [str(me)] for e in active}, who=me, when=when)
             handed = [e for e in active if e.oid in added]
-            record = receipts.Record(receipts.DELIVERED, str(me), when, host=host, moment=moment)
             changes = [c for c in [seen] if c is not None]
             if store.flag("receipts"):
-                changes += _receipts(writer, {e.oid: [record] for e in [*shown, *handed]}, me, only_first=True)
+                records = {e.oid: [_delivered(e, me, when, host, moment, here)] for e in [*shown, *handed]}
+                changes += _receipts(writer, records, me, only_first=True)
             if changes:
                 writer.apply(changes, f"gitmail: shown to {me} ({host}, {moment})")
     return handed
@@ -304,7 +404,7 @@ def record_shown(
 def show(store: Store, message_id: str) -> Entry:
     """One message, by id or any unique prefix of it, with its receipts."""
     place = resolve(store, message_id)
-    entries, unreadable = _entries([place], store.read([f"{place.oid}:{DOCUMENT_NAME}"]), Here(store))
+    entries, unreadable = _entries([place], _documents(store, [place]), Here(store))
     if unreadable:
         raise _unreadable(place)
     return with_receipts(store, entries)[0]
@@ -335,6 +435,84 @@ def status(entry: Entry) -> Status:
     return Status("delivered", reached[0].at, reached=reached) if reached else Status("pending")
 
 
+# -- attachments ---------------------------------------------------------------------------------------------------
+
+
+def attachment(entry: Entry, name: str | None = None) -> Attachment:
+    """One of a message's attachments, by its name (or the name it was given before it was made safe); the only
+    one when no name is given."""
+    from gitmail.values.attachments import safe_name
+
+    m = entry.message
+    found = m.attachments
+    listed = ", ".join(_quoted(a.name) for a in found)
+    if not found:
+        raise GitmailError(f"message {m.id} has no attachments")
+    if name is None:
+        if len(found) == 1:
+            return found[0]
+        raise UsageError(f"message {m.id} has {len(found)} attachments; name one of {listed}")
+    for candidate in (name, safe_name(name)):
+        for item in found:
+            if item.name == candidate:
+                return item
+    raise NotFound(f"message {m.id} has no attachment named {_quoted(name)}; it has {listed}")
+
+
+def _quoted(name: str) -> str:
+    return json.dumps(name, ensure_ascii=False) if not UNSAFE_TEXT.search(name) else json.dumps(name)
+
+
+def attached_blob(store: Store, entry: Entry, item: Attachment) -> str:
+    """The blob of an attachment as the message's commit holds it, checked against what its document records."""
+    from gitmail.values.attachments import FOLDER
+
+    spec = f"{entry.oid}:{FOLDER}/{item.name}"
+    out = store.git("cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)", stdin=f"{spec}\n".encode())
+    fields = out.decode(errors="replace").split()
+    if fields[-1:] == ["missing"] or len(fields) != 3:
+        raise GitmailError(
+            f"the content of {_quoted(item.name)} in message {entry.message.id} is not in this mailbox (its commit has "
+            "no such file, or a prune took it); run `gitmail doctor`"
+        )
+    oid, kind, size = fields
+    if oid != item.blob or kind != "blob" or size != str(item.size):
+        raise GitmailError(
+            f"message {entry.message.id} records {_quoted(item.name)} as blob {item.blob} of {item.size} bytes, but "
+            f"its commit holds {kind} {oid} of {size} bytes; it was not written by gitmail as it says"
+        )
+    return oid
+
+
+def write_attachment(store: Store, entry: Entry, item: Attachment, fd: int) -> None:
+    """Write an attachment's content into an open file, streamed (never whole in memory)."""
+    from gitmail.store import gitcmd
+
+    gitcmd.run_into(store.path, fd, "cat-file", "blob", attached_blob(store, entry, item))
+
+
+def attachment_content(store: Store, entry: Entry, item: Attachment) -> bytes:
+    """An attachment's content, whole (for what is small enough to hand over in one answer)."""
+    found = store.read([attached_blob(store, entry, item)])[0]
+    if found is None:
+        raise GitmailError(f"the content of {_quoted(item.name)} in message {entry.message.id} is not in this mailbox")
+    return found
+
+
+def record_applied(store: Store, *, repo: str, entry: Entry, applied: bool) -> None:
+    """Record on the message that `repo` applied its patch (or tried, and git could not)."""
+    me = RepoName.parse(repo)
+    if not store.flag("receipts"):
+        return
+    event = receipts.APPLIED if applied else receipts.APPLY_FAILED
+    record = receipts.Record(event, str(me), now())
+    for attempt in attempts():
+        with attempt, _writing(store, actor=me) as writer:
+            changes = _receipts(writer, {entry.oid: [record]}, me)
+            if changes:
+                writer.apply(changes, f"gitmail: {me} {'applied' if applied else 'could not apply'} {entry.message.id}")
+
+
 def _unreadable(place: Located) -> GitmailError:
     return GitmailError(
         f"message {place.id} is stored but cannot be read (its commit or document is damaged); run `gitmail doctor`"
@@ -362,23 +540,25 @@ def done(
     store: Store,
     *,
     repo: str,
+    also: Sequence[RepoName] = (),
     ids: Sequence[str] = (),
     everything: bool = False,
     seen: set[str] | None = None,
+    among: set[str] | None = None,
 ) -> DoneResult:
-    """Archive directed mail without replying. Already archived mail and broadcasts are reported, not errors;
-    another repo's message is refused, and then nothing is archived. `everything` archives the pending mail the
-    caller was shown (`seen`: what its session was shown; else what any session of this repo was shown), never
-    mail that arrived unseen (that is reported as `unshown`)."""
+    """Archive directed mail without replying (for `repo`, or under the other names in `also` it answers to).
+    Already archived mail and broadcasts are reported, not errors; another repo's message is refused, and then
+    nothing is archived. `everything` archives the pending mail in `seen` (what the caller was shown whole) among
+    the pending ids `among` (default: all), never mail that arrived unseen (that is reported as `unshown`)."""
     me = RepoName.parse(repo)
+    names = {me, *also}
     unshown: list[str] = []
     if everything:
-        mail = pending(store, repo=me)
-        if seen is None and not store.flag("receipts"):
-            raise UsageError("with receipts off, name the messages to mark done (gitmail cannot tell what was seen)")
-        shown = seen if seen is not None else mail.receipted
-        places = [p for p in store.refs(inbox_prefix(me)) if p.id in shown]
-        unshown = sorted(set(ids_of(mail.directed)) - shown)
+        shown = seen or set()
+        listed = store.refs(*(inbox_prefix(name) for name in sorted(names)))
+        candidates = {p.id for p in listed} if among is None else {p.id for p in listed} & among
+        places = [p for p in listed if p.id in shown and p.id in candidates]
+        unshown = sorted(candidates - shown)
     else:
         if not ids:
             raise UsageError("name the messages to mark done, or pass --all")
@@ -389,7 +569,7 @@ def done(
     for place in places:
         if place.recipient is None:
             already.append(place.id)
-        elif place.recipient != me:
+        elif place.recipient not in names:
             raise GitmailError(
                 f"{place.id} is addressed to {place.recipient!r}, not to {me!r}; "
                 f"only {place.recipient!r} can mark it done"
@@ -413,13 +593,15 @@ def done(
                     changes += _set_aside(writer, place)
                     set_aside.append(place.id)
                 else:
+                    whose = place.recipient or me
                     changes += [
-                        Change(archive_prefix(me) + place.id, place.oid, None),
+                        Change(archive_prefix(whose) + place.id, place.oid, None),
                         Change(place.ref, None, place.oid),
                     ]
-                    archived.append(entries[place.id]._replace(state=State.ARCHIVED, recipient=me))
-            record = receipts.Record(receipts.DONE, str(me), now())
-            changes += _receipts(writer, {e.oid: [record] for e in archived}, me)
+                    archived.append(entries[place.id]._replace(state=State.ARCHIVED, recipient=whose))
+            done_at = now()
+            records = {e.oid: [receipts.Record(receipts.DONE, str(e.recipient or me), done_at)] for e in archived}
+            changes += _receipts(writer, records, me)
             if changes:
                 writer.apply(changes, f"gitmail: {me} marked done {' '.join(todo)}")
     return DoneResult(archived, already, unshown, set_aside)
@@ -475,7 +657,8 @@ def ids_of(entries: Sequence[Entry]) -> list[str]:
 
 
 def _documents(store: Store, places: Iterable[Located]) -> list[bytes | None]:
-    return store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places])
+    """Each message's document; None where it cannot be read, or is larger than any message gitmail writes."""
+    return store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places], limit=MAX_DOCUMENT_BYTES)
 
 
 def log(
@@ -560,10 +743,26 @@ def _homes(line: history.Line) -> list[str]:
 
 
 def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
-    """The entries, each with its receipt records (one read for all)."""
-    notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)])
+    """The entries, each with its receipt records (one read for all), and for those a remote archived or retracted
+    here, the record of it (store/remotemoves.py). A record made on this machine says so by naming no machine, as
+    messages do; one made elsewhere (sync brought it) keeps the machine it names."""
+    notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)], limit=MAX_DOCUMENT_BYTES)
+    here = Here(store).id
+    moves: dict[str, Move] = {}
+    if any(e.state in (State.ARCHIVED, State.RETRACTED) for e in entries):
+        from gitmail.store import remotemoves  # log and show: the hooks never read it
+
+        moves = remotemoves.load(store)
+
+    def local(record: receipts.Record) -> receipts.Record:
+        return record._replace(machine=None) if record.machine == here else record
+
     return [
-        e._replace(records=tuple(receipts.parse(note_lines(notes[3 * i : 3 * i + 3])))) for i, e in enumerate(entries)
+        e._replace(
+            records=tuple(local(r) for r in receipts.parse(note_lines(notes[3 * i : 3 * i + 3]))),
+            moved=m if (m := moves.get(e.message.id)) is not None and m.state == e.state.value else None,
+        )
+        for i, e in enumerate(entries)
     ]
 
 
@@ -578,21 +777,37 @@ def _thread(store: Store, place: Located) -> list[Entry]:
 
 def _from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> tuple[list[Entry], list[str]]:
     places = latest([p for oid, refs in rows for ref in refs if (p := locate(ref, oid))])
-    return _entries(places, store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places]), Here(store))
+    return _entries(places, _documents(store, places), Here(store))
 
 
 def _entries(places: Sequence[Located], documents: Sequence[bytes | None], here: Here) -> tuple[list[Entry], list[str]]:
-    entries, unreadable = [], []
+    entries: list[Entry] = []
+    unreadable: list[str] = []
+    elsewhere: list[tuple[int, Located]] = []
     for place, document in zip(places, documents, strict=True):
         try:
             if document is None:
                 raise BadDocument("missing document")
             message = parse(document)
             message = message._replace(machine=here.machine_of(message.id, message.machine))
+            if message.machine is not None:
+                elsewhere.append((len(entries), place))
             entries.append(Entry(message, place.state, place.oid, place.recipient))
         except BadDocument:
             unreadable.append(place.id)
+    if elsewhere:
+        found = [(place, entries[i].message) for i, place in elsewhere]
+        for (i, _), verdict in zip(elsewhere, vouched(here.store, found), strict=True):
+            entries[i] = entries[i]._replace(verdict=verdict)
     return entries, unreadable
+
+
+def vouched(store: Store, found: Sequence[tuple[Located, Message]]) -> list[Verdict]:
+    """Whether the machine each of these messages names vouches for it, as found at its place (each commit's
+    signature is checked once; its result is kept)."""
+    from gitmail.store import signatures  # only where mail came from another machine
+
+    return signatures.verdicts(store, found)
 
 
 def _oldest_first(entries: list[Entry]) -> list[Entry]:

@@ -1,7 +1,13 @@
-"""Where a command or a session works: the git repository a directory is in, and the mailbox name that gives it.
+"""Where a command or a session works: the git repository a directory is in, the mailbox name that gives it, and
+who acts from there (a repository, through which program, in which host session).
 
-A small amount of I/O (a walk up the directory tree, the way git looks for `.git`), and no git process: the hooks
-ask at every session start.
+A repository is named after its own folder, wherever its sessions work: the main work tree, any linked worktree
+(`git worktree add`, Claude Code's `--worktree`), or a bare repository's worktrees all find the repository's
+common git directory, as git does (a worktree's `.git` file names its git directory, whose `commondir` names the
+common one), and take the name of the folder that holds it (`api` for ~/src/api/.git and for ~/src/api.git).
+`git config gitmail.name NAME` in the repository chooses another name (for two unrelated repositories that share a
+folder name). A small amount of I/O (a walk up the directory tree and a few small files), and no git process: the
+hooks ask at every session start.
 """
 
 from __future__ import annotations
@@ -12,6 +18,27 @@ from typing import NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
 from gitmail.values.names import RepoName, name_problem
+
+NAME_SETTING = "gitmail.name"  # in a repository's own git config: the mailbox name it goes by
+
+
+class Place(NamedTuple):
+    """A git work tree and the repository it belongs to."""
+
+    top: Path  # the work tree's top folder: where a session there works
+    home: Path  # the repository itself: its main work tree, or the bare repository
+    worktree: str | None  # a linked worktree's folder name; None for the main work tree
+    git_dir: Path  # this work tree's git directory
+    name: str  # the mailbox name, as the folder or gitmail.name gives it (not yet checked)
+    named_by: str  # "folder" or "gitmail.name"
+
+    def branch(self) -> str | None:
+        """The branch checked out here (None when detached or unreadable)."""
+        try:
+            head = (self.git_dir / "HEAD").read_text(errors="replace").strip()
+        except OSError:
+            return None
+        return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
 
 
 def toplevel(start: str | os.PathLike[str]) -> Path | None:
@@ -30,21 +57,68 @@ def toplevel(start: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def repo_of(cwd: str | os.PathLike[str]) -> tuple[RepoName, Path]:
-    """The name and toplevel of the repository `cwd` is in; refuses a directory outside any repository."""
-    top = toplevel(cwd)
+def place(start: str | os.PathLike[str]) -> Place | None:
+    """The work tree `start` is in and its repository, or None outside one."""
+    top = toplevel(start)
     if top is None:
+        return None
+    dotgit = top / ".git"
+    git_dir = dotgit
+    if dotgit.is_file():
+        try:
+            pointed = dotgit.read_text(errors="replace").split(":", 1)[1].strip()
+        except (OSError, IndexError):
+            pointed = ""
+        git_dir = Path(os.path.realpath(top / pointed)) if pointed else dotgit
+    common = git_dir
+    try:
+        common = Path(os.path.realpath(git_dir / (git_dir / "commondir").read_text(errors="replace").strip()))
+    except OSError:
+        pass  # no commondir: the main work tree, or a submodule (a repository of its own, named by its folder)
+    linked = common != git_dir
+    if linked:
+        home = common.parent if common.name == ".git" else common
+    else:
+        home = top
+    name, named_by = home.name, "folder"
+    if linked and common.name != ".git":  # a bare repository: api.git is `api`
+        name = name.removesuffix(".git") or name
+    chosen = _chosen_name(common)
+    if chosen:
+        name, named_by = chosen, NAME_SETTING
+    return Place(top, home, top.name if linked else None, git_dir, name, named_by)
+
+
+def _chosen_name(common: Path) -> str | None:
+    """`gitmail.name` in the repository's own config, read as git reads it (no git process)."""
+    from gitmail.store import gitcmd, gitconfig
+
+    found = gitconfig.load(common / "config")
+    if found is None:  # something the reader does not follow: git decides
+        try:
+            return gitcmd.run(common, "config", "--includes", "--get", NAME_SETTING).decode().strip() or None
+        except Exception:  # unset, or no git to ask: the folder's name
+            return None
+    return found.get(NAME_SETTING) or None
+
+
+def repo_of(cwd: str | os.PathLike[str]) -> tuple[RepoName, Place]:
+    """The name and place of the repository `cwd` is in; refuses a directory outside any repository."""
+    found = place(cwd)
+    if found is None:
         raise GitmailError(
             f"{os.fspath(cwd)} is not inside a git repository "
             "(run this in a repository, or name one with --from/--repo)"
         )
-    problem = name_problem(top.name)
+    problem = name_problem(found.name)
     if problem:
-        raise UsageError(
-            f"this repository's folder name {top.name!r} cannot be a mailbox name: {problem} "
-            "(name one with --from/--repo)"
+        what = (
+            f"this repository's {NAME_SETTING} {found.name!r}"
+            if found.named_by == NAME_SETTING
+            else f"this repository's folder name {found.name!r}"
         )
-    return RepoName(top.name), top
+        raise UsageError(f"{what} cannot be a mailbox name: {problem} (name one with --from/--repo)")
+    return RepoName(found.name), found
 
 
 class Session(NamedTuple):
@@ -53,14 +127,25 @@ class Session(NamedTuple):
     host: str  # claude, codex
     id: str
 
+    @property
+    def key(self) -> str:
+        """As messages and files name it: "claude:5b0e8d1c-..."."""
+        return f"{self.host}:{self.id}"
+
+    @classmethod
+    def from_key(cls, key: str) -> Session | None:
+        host, colon, session_id = key.partition(":")
+        return cls(host, session_id) if colon and host and session_id else None
+
 
 class Actor(NamedTuple):
     """Who acts: a repository by its mailbox name, where it is, through what, and in which host session."""
 
     repo: RepoName
-    here: Path | None = None  # the repository's toplevel, when known (not for a name given explicitly)
+    here: Path | None = None  # the repository's own path (what its name's claim records), when known
     via: str = "api"  # what carried the request: claude, codex (their hooks), cli, mcp, api
     session: Session | None = None  # the host session it runs in, when the host names it
+    place: Place | None = None  # the work tree it works in, when known
 
 
 def actor_at(directory: str | os.PathLike[str], *, via: str, named: str | None = None) -> Actor:
@@ -69,8 +154,8 @@ def actor_at(directory: str | os.PathLike[str], *, via: str, named: str | None =
     session = session_from_environment()
     if named is not None:
         return Actor(RepoName.parse(named), None, via, session)
-    name, top = repo_of(directory)
-    return Actor(name, top, via, session)
+    name, found = repo_of(directory)
+    return Actor(name, found.home, via, session, found)
 
 
 def session_from_environment() -> Session | None:
@@ -78,7 +163,11 @@ def session_from_environment() -> Session | None:
     commands a session runs)."""
     from gitmail.store.hookfiles import session_key
 
-    for variable, host in (("CLAUDE_CODE_SESSION_ID", "claude"), ("CODEX_SESSION_ID", "codex")):
+    for variable, host in (
+        ("CLAUDE_CODE_SESSION_ID", "claude"),
+        ("CODEX_THREAD_ID", "codex"),
+        ("CODEX_SESSION_ID", "codex"),
+    ):
         session = os.environ.get(variable)
         if session and session_key(host, session):
             return Session(host, session)

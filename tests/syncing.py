@@ -77,7 +77,7 @@ def places(store: Store) -> dict[str, list[tuple[str, str]]]:
     found: dict[str, list[tuple[str, str]]] = {}
     for line in git(store.path, "for-each-ref", "--format=%(refname) %(objectname)", ROOT).splitlines():
         ref, oid = line.split(" ")
-        if "/_damaged/" not in ref:
+        if "/_damaged/" not in ref and "/_oversized/" not in ref:
             found.setdefault(ref.rsplit("/", 1)[1], []).append((ref, oid))
     return found
 

@@ -32,6 +32,15 @@ PEER_ROWS = {
     "peers: gitmail inbox --peek (20 pending)",
     "peers: agent-collab-kit inbox (20 pending)",
 }
+SESSION_ROWS = {
+    "sessions: python3 -c pass",
+    "sessions: send to a repo",
+    "sessions: send to a session",
+    "sessions: send to a repo with an idle Codex session",
+    "sessions: inbox --peek (20 pending)",
+    "sessions: gitmail sessions (50 sessions, 20 repos)",
+    "sessions: gitmail sessions --all (50 sessions, 20 repos)",
+}
 QUIET_SYNC_ROWS = {
     f"{what}, nothing new ({how})" for what in ("git fetch", "gitmail sync") for how in ("git daemon", "path")
 }
@@ -54,7 +63,9 @@ def test_quick_benchmark_reports_every_row() -> None:
     report = json.loads(done.stdout)
     rows = report["rows"]
     sync_rows = QUIET_SYNC_ROWS | NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE, WHOLE_MAILBOX}
-    assert {row["name"] for row in rows} == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | PEER_ROWS | sync_rows
+    assert {
+        row["name"] for row in rows
+    } == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | PEER_ROWS | SESSION_ROWS | sync_rows
     assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
     sizes = report["settings"]["sizes"]
     assert sizes == [0, 1000]
@@ -74,6 +85,10 @@ def test_quick_benchmark_reports_every_row() -> None:
     peers = {row["name"]: row for row in rows if row["name"] in PEER_ROWS}
     for name in ("peers: gitmail send", "peers: gitmail inbox --peek (20 pending)"):
         assert "× agent-collab-kit 0.1.2" in peers[name]["note"], name
+
+    sessions = {row["name"]: row for row in rows if row["name"] in SESSION_ROWS}
+    assert "× send to a repo;" in sessions["sessions: send to a session"]["note"]
+    assert "× inbox --peek (20 pending);" in sessions["sessions: gitmail sessions (50 sessions, 20 repos)"]["note"]
 
     for name in QUIET_SYNC_ROWS | {WHOLE_MAILBOX}:
         assert sorted(row["archived"] for row in rows if row["name"] == name) == sizes, name

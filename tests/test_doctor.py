@@ -15,6 +15,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.install.hooks import MARK
+from gitmail.store import keys
 from gitmail.store.claims import load_claims
 from gitmail.store.repository import Store
 from gitmail.values.layout import DAMAGED
@@ -22,12 +23,19 @@ from tests.conftest import CliRunner, RepoFactory, mailbox_snapshot
 from tests.damage import fsck, git, lose, lose_object
 
 
+def key_line(box: Store) -> str:
+    own = keys.signer(box, create=False)
+    assert own is not None
+    return f"ok        keys: signs with ssh-ed25519 {own.fingerprint}: gitmail's own key {own.path}"
+
+
 def healthy_lines(box: Store, web: Path, pending: int = 1, stored: int = 1) -> list[str]:
     return [
         f"gitmail doctor: {box.path}",
         f"ok        mailbox: {box.path}: a bare git repository gitmail made, files ref format, owned by you, mode 700",
         f"ok        messages: {stored} message{'s' if stored != 1 else ''} stored, every one readable",
-        f'ok        repository: "web" at {web}, {pending} message{"s" if pending != 1 else ""} pending; the name\'s '
+        key_line(box),
+        f"ok        repository: \"web\" (its folder's name) at {web}, {pending} message{'s' if pending != 1 else ''} pending; the name's "
         "recorded path",
     ]
 
@@ -91,7 +99,8 @@ def test_every_kind_of_damage_is_one_line_and_repair_fixes_it_deleting_nothing(
         f"problem   notes: refs/notes/gitmail-receipts points at {notes_tip}, which the mailbox no longer has (a "
         "`git gc --prune=now` ran while it was being written); its notes read as none until the next write -- fix: "
         "gitmail doctor --repair mends it from what is left",
-        'ok        repository: "web" at ' + f"{web}, 1 message pending; the name's recorded path",
+        key_line(box),
+        'ok        repository: "web" (its folder\'s name) at ' + f"{web}, 1 message pending; the name's recorded path",
         "5 problems found.",
     ]
     assert git(box, "gc", "--quiet", check=False).returncode != 0  # git itself is stuck on the lost commit
@@ -255,12 +264,13 @@ def test_the_name_claimed_by_another_path_and_mail_for_unused_names(
     assert cli("inbox", cwd=first).code == 0
     result = cli("doctor", cwd=second)
     assert result.code == 1
-    assert result.out.splitlines()[3:5] == [
-        f'problem   repository: "web" at {second}, 0 messages pending; the name was first used by {first}, so the two '
-        "repositories share one mailbox -- fix: rename one of the two folders (a repository's mailbox name is its "
-        "folder name)",
+    assert result.out.splitlines()[4:6] == [
+        f'problem   repository: "web" (its folder\'s name) at {second}, 0 messages pending; the name was first used by '
+        f"{first}, so the two repositories share one mailbox -- fix: rename the folder, or choose a name with "
+        "`git config gitmail.name NAME` in the repository",
         'note      repository: mail waits for names no repository on this machine has used yet: "Web" (1) -- a '
-        "repository's mailbox name is its folder name; mail to a misspelt one never arrives (resend it)",
+        "repository's mailbox name is its folder's (or its gitmail.name); mail to a misspelt one never arrives "
+        "(resend it)",
     ]
     # The first repository moves away: the name's record points nowhere, and --repair records the new place.
     first.rename(first.parent / "moved")
@@ -425,6 +435,6 @@ def test_a_name_no_path_is_recorded_for_yet_is_said_in_a_whole_sentence(cli: Cli
     result = cli("doctor", cwd=web)
     assert result.code == 0
     assert (
-        f'ok        repository: "web" at {web}, 1 message pending; no path is recorded for the name yet: the first '
-        "session start or inbox here records this one"
+        f'ok        repository: "web" (its folder\'s name) at {web}, 1 message pending; no path is recorded for the '
+        "name yet: the first session start or inbox here records this one"
     ) in result.out.splitlines()

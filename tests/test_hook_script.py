@@ -14,6 +14,7 @@ import pytest
 
 import gitmail
 from gitmail import mailbox
+from gitmail.store import hookfiles
 from gitmail.store.claims import claim
 from gitmail.store.repository import Store
 from gitmail.values.names import RepoName
@@ -152,8 +153,8 @@ def test_with_a_remote_that_syncs_by_itself_a_kept_start_holds_until_a_sync_is_d
     started = attempt.stat().st_mtime
     assert hook("session-start", web, session="five", python=no_python) == first and not no_python.started()
     os.utime(attempt, (started - 3601, started - 3601))  # an hour later, as far as the sync is concerned
-    assert time.time() + 3500 < (box.own_dir / "cache" / "claude-web.due").stat().st_mtime <= started + 3600
-    os.utime(box.own_dir / "cache" / "claude-web.due", (started - 1, started - 1))
+    assert time.time() + 3500 < (kept_due(web)).stat().st_mtime <= started + 3600
+    os.utime(kept_due(web), (started - 1, started - 1))
     hook("session-start", web, session="six", python=no_python)
     assert no_python.started()  # the sync is due: Python starts it
     assert sent.message.id in hook("session-start", web, session="seven")
@@ -161,7 +162,7 @@ def test_with_a_remote_that_syncs_by_itself_a_kept_start_holds_until_a_sync_is_d
     assert attempt.stat().st_mtime > started - 3601  # and it did
     remotes.change_remote(box, "origin", auto=False)
     hook("session-start", web, session="eight")
-    assert not (box.own_dir / "cache" / "claude-web.due").exists()
+    assert not (kept_due(web)).exists()
     hook("session-start", web, session="nine", python=no_python)
     assert not no_python.started()
 
@@ -183,3 +184,10 @@ def test_a_repository_holding_a_gitmail_package_of_its_own_cannot_take_over_the_
     (planted / "hooks.py").write_text("def main(argv): return 0\n")
     assert sent.message.id in hook("session-start", web)
     assert hook("tool", web) == "" and not (web / "taken-over").exists()
+
+
+def kept_due(web: Path) -> Path:
+    """Where a kept session-start answer of this work tree says when a sync is next due."""
+    tree = hookfiles.tree_name(str(web))
+    assert tree is not None
+    return hookfiles.kept(Store().path, "claude", tree).due

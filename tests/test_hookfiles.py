@@ -25,44 +25,52 @@ def test_the_files_and_lines_are_spelled_as_python_spells_them() -> None:
         f'"$mailbox/{own}/{hookfiles.STAMPS}/{hookfiles.BROADCAST_STAMP}"',
         f'"$mailbox/{own}/{hookfiles.STAMPS}/{hookfiles.CLAIMS_STAMP}"',
         f"turn=$mailbox/{own}/{hookfiles.SESSIONS}/$host-$session.turn",
-        f'"$mailbox/{own}/{hookfiles.SESSIONS}/$host-$session.stamps"',
         f"shown=$mailbox/{own}/{hookfiles.SESSIONS}/$host-$session",
-        f"kept=$mailbox/{own}/{hookfiles.CACHE}/$host-$ref",
+        f"kept=$mailbox/{own}/{hookfiles.CACHE}/$host-$name",
+        '"$shown.stamps"',
+        '"$shown.top"',
+        '"$shown.json"',
+        '"$shown.live"',
         '"$kept.key"',
         '"$kept.record"',
         '"$kept.out"',
         '"$kept.due"',
-        '"$shown.json"',
-        '"$shown.stamps"',
         f"echo {hookfiles.BUSY}",
         f"echo {hookfiles.IDLE}",
         '"$ref:$mine:$everyone:$claims:${GITMAIL_WAKE:-}:$flag:${PATH:-}"',  # hookfiles.kept_key
         '"$ref:$mine:$everyone"',  # hookfiles.stamps_line
+        "ref=${seen%%:*}",  # the ref is the stamps line's first field
+        "ref=${key%%:*}",  # and the kept key's
         "*[!A-Za-z0-9_-]*) session=",  # hookfiles.SESSION_CHARS
+        "[A-Za-z0-9._-]) name=$name$c ;;",  # hookfiles.tree_name
+        "/) name=$name%2F ;;",
     ]
     missing = [line for line in expected if line not in SCRIPT]
     assert not missing, missing
     assert hookfiles.stamps_line("r", "m", "e") == "r:m:e"
     assert hookfiles.SESSION_CHARS == frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    assert hookfiles.tree_name("/src/my-app_2/x.y") == "%2Fsrc%2Fmy-app_2%2Fx.y"
+    assert hookfiles.tree_name("/src/My App") is None and hookfiles.tree_name("/src/données") is None
 
 
-@pytest.mark.parametrize("name", ["web", "my-app_2", "Web", "web.app", "A.B-c_D9", "données", "My App", "x+y"])
-def test_a_name_is_spelled_as_python_spells_it_or_left_to_python(name: str, tmp_path: Path) -> None:
-    """hook.sh compares the session's stamps line with one it builds from the repo's folder name: where it spells
-    the name as RepoName.ref does, a session with nothing new starts no Python; where it cannot, Python decides."""
+def quiet(tmp_path: Path, name: str, *, top: str | None = None) -> bool:
+    """Whether hook.sh answers a tool call with nothing new without Python, for a repo of this name whose session
+    files Python wrote (the stamps line naming its ref, `.top` its work tree)."""
     home = tmp_path / "home"
     mailbox = home / ".gitmail" / "mail.git"
+    repo = tmp_path / "work" / name
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
     ref = RepoName(name).ref
     mine, everyone = "7kq2m9x4ab", "5tgh0a1b2c"
+    files = hookfiles.session_files(mailbox, "claude-s1")
     for path, line in (
         (hookfiles.stamp_file(mailbox, ref), mine),
         (hookfiles.stamp_file(mailbox, None), everyone),
-        (hookfiles.session_files(mailbox, "claude-s1").stamps, hookfiles.stamps_line(ref, mine, everyone)),
+        (files.stamps, hookfiles.stamps_line(ref, mine, everyone)),
+        (files.top, top if top is not None else str(repo)),
     ):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(line + "\n")
-    repo = tmp_path / name
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
     marker = tmp_path / "python-was-started"
     python = tmp_path / "python"
     python.write_text(f"#!/bin/sh\ntouch '{marker}'\ncat >/dev/null\n")
@@ -75,5 +83,13 @@ def test_a_name_is_spelled_as_python_spells_it_or_left_to_python(name: str, tmp_
         capture_output=True,
     )
     assert done.returncode == 0
-    spelled_by_the_shell = all(c in "abcdefghijklmnopqrstuvwxyz0123456789-_.ABCDEFGHIJKLMNOPQRSTUVWXYZ" for c in name)
-    assert marker.exists() != spelled_by_the_shell, ("the shell spelled it", spelled_by_the_shell)
+    return not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["web", "my-app_2", "Web", "web.app", "données", "My App", "x+y"])
+def test_any_repo_name_takes_the_quiet_path_for_the_shell_reads_the_ref_python_wrote(name: str, tmp_path: Path) -> None:
+    assert quiet(tmp_path, name)
+
+
+def test_a_session_in_another_work_tree_than_its_files_say_goes_to_python(tmp_path: Path) -> None:
+    assert not quiet(tmp_path, "web", top="/somewhere/else")

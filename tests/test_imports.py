@@ -43,6 +43,24 @@ def test_a_session_start_with_directed_mail_imports_no_command_line_library_and_
     assert not {m for m in modules if m.split(".")[0] in ("typer", "click", "rich", "pygit2", "frontmatter", "yaml")}
 
 
+def test_a_session_start_with_attachments_loads_only_their_record(api: Path, web: Path, box: Store) -> None:
+    """Framing mail with attachments reads their record in the document: nothing that sends, guesses types or
+    writes files out is loaded, and their content is never read."""
+    mailbox.send(box, sender="api", to="web", subject="plain")
+    read_inbox(box, repo="web")
+    plain = imported("hook", "session-start", cwd=web, stdin=payload(web))
+    (api / "f.bin").write_bytes(b"\0" * 100)
+    done = subprocess.run(
+        [sys.executable, "-m", "gitmail", "send", "--to", "web", "-s", "x", "--attach", "f.bin"],
+        cwd=api,
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr
+    read_inbox(box, repo="web")
+    attached = imported("hook", "session-start", cwd=web, stdin=payload(web))
+    assert attached - plain == {"gitmail.values.attachments"}
+
+
 @pytest.mark.parametrize(
     "args", [("send", "--to", "api", "-s", "x"), ("inbox",), ("log",), ("done", "--all"), ("--help",)]
 )

@@ -14,10 +14,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gitmail"
 LAYERS = [
     ["gitmail", "gitmail.errors", "gitmail.values"],
     ["gitmail.store"],
-    ["gitmail.workspace", "gitmail.edge"],
-    ["gitmail.mailbox", "gitmail.sync.remotes", "gitmail.sync.quick", "gitmail.sync.background"],
+    ["gitmail.workspace", "gitmail.project", "gitmail.edge", "gitmail.codex"],
+    ["gitmail.mailbox", "gitmail.sync.remotes", "gitmail.sync.quick", "gitmail.sync.background", "gitmail.arrivals"],
     ["gitmail.sync.reconcile", "gitmail.sync.engine", "gitmail.render"],
-    ["gitmail.delivery"],
+    ["gitmail.delivery", "gitmail.waking"],
     ["gitmail.actions"],
     ["gitmail.sync.command", "gitmail.hooks", "gitmail.mcp", "gitmail.web", "gitmail.install", "gitmail.doctor"],
     ["gitmail.cli"],

@@ -99,7 +99,7 @@ def test_the_tool_list_is_small_and_every_schema_is_valid() -> None:
     listed = types.ListToolsResult(tools=mcpserver.tool_list()).model_dump(
         by_alias=True, mode="json", exclude_none=True
     )
-    assert [tool["name"] for tool in listed["tools"]] == ["send", "inbox", "done", "log", "show", "retract"]
+    assert [tool["name"] for tool in listed["tools"]] == ["send", "inbox", "done", "log", "show", "retract", "sessions"]
     assert len(json.dumps(listed)) < 6000
     for tool in tools.TOOLS:
         Draft202012Validator.check_schema(tool.schema)
@@ -108,13 +108,14 @@ def test_the_tool_list_is_small_and_every_schema_is_valid() -> None:
 @pytest.mark.parametrize(
     ("tool", "arguments", "said"),
     [
-        ("sned", {}, 'no tool named "sned"; the tools are send, inbox, done, log, show, retract'),
+        ("sned", {}, 'no tool named "sned"; the tools are send, inbox, done, log, show, retract, sessions'),
         ("show", {}, 'show: missing argument "id"'),
         ("show", {"id": 7}, "show: id must be a string"),
         (
             "send",
             {"to": "web", "subjet": "x"},
-            'send: unknown argument "subjet" (known: to, broadcast, reply_to, subject, message, repo)',
+            'send: unknown argument "subjet" (known: to, broadcast, reply_to, subject, message, or_repo, urgency, '
+            "attach, patch, repo)",
         ),
         ("log", {"limit": 0}, "log: limit must be at least 1"),
         ("log", {"limit": 10_000}, "log: limit must be at most 200"),
@@ -137,7 +138,7 @@ def test_roots_name_one_repository_or_the_call_must(repos: RepoFactory, tmp_path
     api, web = repos("api"), repos("web")
     (api / "src").mkdir()
     who = roots.from_roots([(api / "src").as_uri(), api.as_uri(), "https://example.com/x"])
-    assert who == roots.Who(RepoName("api"), api, f"the client's root {api}")
+    assert who is not None and who[:3] == (RepoName("api"), api, f"the client's root {api}")
     assert roots.from_roots(["https://example.com/x"]) is None  # nothing local offered: not a decision
     with pytest.raises(GitmailError, match=r'several repositories \("api", "web"\); name one with repo'):
         roots.from_roots([api.as_uri(), web.as_uri()])
@@ -145,9 +146,11 @@ def test_roots_name_one_repository_or_the_call_must(repos: RepoFactory, tmp_path
     with pytest.raises(GitmailError, match="not inside a git repository; name one with repo"):
         roots.from_roots([(tmp_path / "notes").as_uri()])
     assert roots.from_directory(str(tmp_path / "notes")) is None
-    assert roots.from_directory(str(web)) == roots.Who(RepoName("web"), web, f"the server's directory {web}")
+    found = roots.from_directory(str(web))
+    assert found is not None and found[:3] == (RepoName("web"), web, f"the server's directory {web}")
     spaced = repos("My App")
-    assert roots.from_roots([spaced.as_uri()]) == roots.Who(RepoName("My App"), spaced, f"the client's root {spaced}")
+    found = roots.from_roots([spaced.as_uri()])
+    assert found is not None and found[:3] == (RepoName("My App"), spaced, f"the client's root {spaced}")
 
 
 def test_the_inbox_answer_keeps_within_the_hooks_budget(box: Store, web: Path) -> None:
@@ -280,7 +283,7 @@ def test_tool_errors_change_nothing_and_the_server_keeps_serving(api: Path, web:
             for tool, arguments, said in mistakes:
                 assert said in refused(await client.call_tool(tool, arguments)), tool
             assert mailbox_snapshot(box.path) == before
-            assert len((await client.list_tools()).tools) == 6
+            assert len((await client.list_tools()).tools) == 7
 
     anyio.run(scenario)
 
@@ -482,7 +485,7 @@ def test_a_broken_mailbox_is_a_tool_error(
         async with connect(api) as client:
             for tool, arguments in [("send", {"to": "web", "subject": "x"}), ("inbox", {}), ("log", {})]:
                 refused(await client.call_tool(tool, arguments))
-            assert len((await client.list_tools()).tools) == 6
+            assert len((await client.list_tools()).tools) == 7
 
     anyio.run(scenario)
 
@@ -606,7 +609,7 @@ def test_a_huge_request_line_is_refused_and_the_server_goes_on(api: Path) -> Non
             await client.send_ping()
             said = refused(await call(client, "send", to="web", subject="big", message="é" * 5_000_000))
             assert "the limit is 65,536" in said
-            assert len((await client.list_tools()).tools) == 6
+            assert len((await client.list_tools()).tools) == 7
 
     anyio.run(scenario)
 
@@ -760,5 +763,55 @@ def test_the_registered_command_serves_the_tools(cli: CliRunner, home: Path, api
         params = StdioServerParameters(command=entry["command"], args=entry["args"], env=dict(os.environ), cwd=str(api))
         async with Client(stdio_client(params, errlog=open(os.devnull, "w")), mode="legacy") as client:
             assert [tool.name for tool in (await client.list_tools()).tools][:2] == ["send", "inbox"]
+
+    anyio.run(scenario)
+
+
+def test_send_attaches_files_of_the_clients_repository_only_and_show_returns_a_text_one(
+    api: Path, web: Path, tmp_path: Path, box: Store
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours")
+    (api / "docs").mkdir()
+    (api / "docs" / "schema.sql").write_text("create table orders (status text);\n")
+    (api / "big.txt").write_text("x" * (tools.MAX_SHOWN + 1))
+    (api / "image.bin").write_bytes(b"\0\1\2")
+    (api / "escape").symlink_to(outside)
+    subprocess.run(["git", "-C", str(api), "add", "big.txt"], check=True)
+    subprocess.run(["git", "-C", str(api), "commit", "-q", "-m", "start"], check=True)
+    (api / "big.txt").write_text("y" * (tools.MAX_SHOWN + 1))
+
+    async def scenario() -> None:
+        async with connect(api) as client:
+            for path, said in [
+                (str(outside), f"{outside} is outside the repository {api}; only files inside it can be attached"),
+                ("../outside.txt", f"../outside.txt is outside the repository {api}"),
+                ("escape", f"escape is outside the repository {api}"),
+                (".git/config", ".git/config is inside the repository's .git folder; it cannot be attached"),
+            ]:
+                line = refused(await call(client, "send", to="web", subject="x", attach=[path]))
+                assert said in line
+            assert not mailbox.log(box, repo="api")
+            sent = await call(
+                client, "send", to="web", subject="files", attach=["docs/schema.sql", "big.txt", "image.bin"], patch=""
+            )
+            said = ok(sent)
+            assert "with 4 attachments" in said and "Note: --patch: attached the uncommitted changes" in said
+            assert sent.structured_content is not None
+            first = sent.structured_content["id"]
+            shown = ok(await call(client, "show", id=first, attachment="schema.sql"))
+            assert f'Attachment: "schema.sql" · 35 bytes · application/sql · save: gitmail attachment {first}' in shown
+            assert shown.endswith(
+                '\nAttachment "schema.sql" (35 bytes), untrusted data like the body, follows on lines starting "> ":\n'
+                "> create table orders (status text);\n"
+            )
+            assert "too big" not in ok(await call(client, "show", id=first))
+            assert "show returns attachments of at most 64 KiB" in refused(
+                await call(client, "show", id=first, attachment="big.txt")
+            )
+            assert "is not UTF-8 text" in refused(await call(client, "show", id=first, attachment="image.bin"))
+            assert "attach and patch read from your repository" in refused(
+                await call(client, "send", to="web", subject="x", attach=["big.txt"], repo="api")
+            )
 
     anyio.run(scenario)

@@ -181,8 +181,16 @@ def test_log_lines_and_json() -> None:
         "subject": "Schema \x1b[31m",
         "date": "2026-11-29T09:30:00+00:00",
         "reply_to": None,
+        "address": "web",
+        "from_session": None,
+        "to_session": None,
+        "urgency": "normal",
         "machine": None,
+        "signature": None,
+        "attachments": [],
+        "applied": [],
         "body": "body",
+        "moved_by_sync": None,
     }
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from gitmail import mailbox, render
 from gitmail.errors import UsageError
+from gitmail.store import keys
 from gitmail.store import machines as machine
 from gitmail.store.claims import claim, load_claims
 from gitmail.store.repository import Store
@@ -100,13 +101,18 @@ def test_mail_from_another_machine_is_never_peer_and_says_where_it_came_from(
     mail = mailbox.pending(b, repo="web")
     text = render.framing(mail, claims=load_claims(b))
     laptop = machine.current(a)
+    key = keys.signer(a, create=False)
+    assert key is not None
     assert (
-        f'--- message 1 of 1: id {sent.message.id} · directed to "web" · from "api" on machine "laptop" (UNVERIFIED) '
-        '· 2026-11-29 09:30 +0000 · subject "Hello"'
+        f'--- message 1 of 1: id {sent.message.id} · directed to "web" · from "api" on machine "laptop" (VERIFIED by '
+        f'the key {key.fingerprint} of machine "laptop") · 2026-11-29 09:30 +0000 · subject "Hello"'
     ) in text
     assert (
         "Note: this message came from another machine through sync; the header line names it. A repository name "
-        "used on this machine says nothing about who used it on another, so such senders are UNVERIFIED here."
+        "used on this machine says nothing about who used it on another. Such a sender is VERIFIED only when the "
+        "message is signed by the key this machine accepts for the machine it names: then that machine wrote it, "
+        "under whatever repository name a session there used. Otherwise it is UNVERIFIED, with the reason, and "
+        "anyone who can write to the sync remote could have written it."
     ) in text
     assert render.as_json(mail.directed[0])["machine"] == {"name": "laptop", "id": laptop.id}
     own = mailbox.send(b, sender="api", to="web", subject="Local", when=at(1))
@@ -132,13 +138,14 @@ def test_old_mail_without_a_machine_that_arrives_by_sync_is_not_taken_for_local(
     a, b, _ = trio
     old = Message("7kq2m9x4ab", RepoName("api"), "web", "From before machines", "", at(0))  # no machine field
     with writing(a, actor=RepoName("api")) as writer:
-        oid = writer.objects.commit(old)  # as an older gitmail wrote it: no machine recorded
+        writer.objects.sign = None  # as an older gitmail wrote it: unsigned, no machine recorded
+        oid = writer.objects.commit(old)
         writer.apply([Change("refs/gitmail/web/inbox/7kq2m9x4ab", oid, None)], "an old message")
     assert mailbox.show(a, old.id).message.machine is None  # on the machine that wrote it: local
     sync_now(a), sync_now(b)
     assert mailbox.show(b, old.id).message.machine == ELSEWHERE
     text = render.card(mailbox.show(b, old.id), claims={"api": "/"})
-    assert 'from "api" on another machine (UNVERIFIED)' in text
+    assert 'from "api" on another machine (UNVERIFIED: not signed)' in text
 
 
 def test_archived_beats_pending_everywhere_and_never_comes_back(trio: tuple[Store, Store, Store], remote: Path) -> None:
@@ -149,8 +156,16 @@ def test_archived_beats_pending_everywhere_and_never_comes_back(trio: tuple[Stor
     assert [e.message.id for e in mailbox.done(b, repo="web", ids=[sent.message.id]).archived] == [sent.message.id]
     # The done travels with its receipt (when, and by whom, it was handled).
     assert sync_now(b) == sync.Outcome("origin", moved_there=1, notes=1)
-    assert sync_now(c) == sync.Outcome("origin", moved_here=1, notes=1)
-    assert sync_now(a) == sync.Outcome("origin", moved_here=1, notes=1)
+    for box in (c, a):  # each says which machine the remote names, and that no session here was shown it
+        outcome = sync_now(box)
+        assert outcome._replace(said=()) == sync.Outcome("origin", moved_here=1, notes=1)
+        [move] = outcome.said
+        assert (move.id, move.state, move.machine, move.shown) == (
+            sent.message.id,
+            "archived",
+            machine.current(b).field(),
+            False,
+        )
     for box in (a, b, c):
         assert state_of(box, sent.message.id) is State.ARCHIVED
         assert mailbox.status(mailbox.show(box, sent.message.id)).name == "done"
@@ -184,7 +199,11 @@ def test_retracted_beats_active(trio: tuple[Store, Store, Store]) -> None:
     sync_now(a), sync_now(b)
     assert mailbox.retract(a, sender="api", message_id=cast.message.id)
     sync_now(a)
-    assert sync_now(b) == sync.Outcome("origin", moved_here=1)
+    outcome = sync_now(b)
+    assert outcome._replace(said=()) == sync.Outcome("origin", moved_here=1, notes=1)  # with the signed record of the
+    assert [(m.id, m.state, m.machine) for m in outcome.said] == [  # retraction
+        (cast.message.id, "retracted", machine.current(a).field())
+    ]
     assert state_of(b, cast.message.id) is State.RETRACTED
     assert not mailbox.pending(b, repo="web").broadcasts
 
@@ -462,16 +481,22 @@ def test_a_remote_that_is_gone_costs_one_line(
 
 
 def test_a_remote_that_refuses_the_push_costs_one_line(
-    trio: tuple[Store, Store, Store], remote: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a, _, _ = trio
+    """A server's own hook refuses (a path remote's hooks never run: see test_hostile_remote.py)."""
+    served = tmp_path / "served"
+    served.mkdir()
+    remote = bare_remote(served / "mail.git")
     hook = remote / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\necho 'pushes are closed today' >&2\nexit 1\n")
     hook.chmod(0o755)
-    mailbox.send(a, sender="api", to="web", subject="refused")
-    err = failing_sync(cli, monkeypatch, a)
+    with git_daemon(served) as base:
+        a = make_machine(tmp_path, "laptop", f"{base}/mail.git")
+        mailbox.send(a, sender="api", to="web", subject="refused")
+        err = failing_sync(cli, monkeypatch, a)
     assert err == (
-        f"gitmail: error: origin: {remote} refused the push: pre-receive hook declined (pushes are closed today)\n"
+        f"gitmail: error: origin: {base}/mail.git refused the push: pre-receive hook declined (pushes are closed "
+        "today)\n"
     )
     assert not git(remote, "for-each-ref")
 
@@ -570,6 +595,74 @@ def test_urls_with_credentials_are_refused(
     )
 
 
+def test_credentials_in_any_spelling_and_command_transports_are_refused(
+    trio: tuple[Store, Store, Store], cli: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    a, _, _ = trio
+    monkeypatch.setenv("GITMAIL_DIR", str(a.path))
+    marker = tmp_path / "ran"
+    for url, why, shown in (
+        ("https://example.com/mail.git?access_token=hunter2", "holds a query", "https://example.com/mail.git?***"),
+        ("https://example.com/mail.git?private_token=hunter2&x=1", "holds a query", "https://example.com/mail.git?***"),
+        ("https://example.com/mail.git#hunter2", "or a fragment", "https://example.com/mail.git#***"),
+        ("https://hunter2Hunter2hunter2XY@example.com/m.git", "access token", "https://***@example.com/m.git"),
+        ("ssh://ghp_hunter2@example.com/mail.git", "access token", "ssh://***@example.com/mail.git"),
+        ("glpat-hunter2@example.com:me/mail.git", "access token", "***@example.com:me/mail.git"),
+        ("https://u%3Ahunter2@example.com/mail.git", "embeds a password", "https://***@example.com/mail.git"),
+        ("https://u%3ahunter2@example.com/mail.git", "embeds a password", "https://***@example.com/mail.git"),
+        (f"ext::sh -c touch% {marker}", "ext transport", None),
+        ("EXT::sh -c true", "ext transport", None),
+        ("ext://sh", "ext transport", None),
+        ("fd::3", "fd transport", None),
+    ):
+        before = (a.path / "config").read_bytes()
+        result = cli("remote", "add", "other", "--", url)
+        assert result.code == 2 and result.out == "", (url, result)
+        assert result.err.startswith("gitmail: error: invalid URL: it ") and result.err.count("\n") == 1, result
+        assert why in result.err and "hunter2" not in result.err, (url, result)
+        assert (a.path / "config").read_bytes() == before
+        # edited into the config by hand: refused at sync time in one line, never shown in full, never run
+        a.git("config", "gitmail-remote.origin.url", url)
+        synced = cli("sync")
+        assert synced.code == 1 and synced.err.count("\n") == 1, (url, synced)
+        assert synced.err.startswith(f"gitmail: error: origin: refusing to sync with {shown or url}: it "), synced
+        assert why in synced.err and "hunter2" not in synced.err, (url, synced)
+        assert not marker.exists()
+    for fine in (
+        "https://me%40example.com@example.com/mail.git",
+        "ssh://git@example.com:2222/mail.git",
+        "me.myself@example.com:mail.git",
+        str(tmp_path / "odd?name#dir"),
+    ):
+        assert remotes.url_problem(fine) is None, fine
+
+
+def test_a_sync_recorded_under_older_rules_is_checked_again(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the last sync left does not vouch for a URL the current rules refuse: the quick check goes the whole way,
+    which refuses it."""
+    odd = bare_remote(tmp_path / "mail.git#frag")
+    url = f"file://{odd}"
+    a = make_machine(tmp_path, "laptop", str(odd))
+    mailbox.send(a, sender="api", to="web", subject="x")
+    settle(a)
+    a.git("config", "gitmail-remote.origin.url", url)
+    record = json.loads(Path(synccheck.Record.path(a.path, "origin")).read_text())
+    record.pop("rules", None)  # as a gitmail before the current rules wrote it
+    record["url"] = url
+    Path(synccheck.Record.path(a.path, "origin")).write_text(json.dumps(record))
+    assert synccheck.up_to_date() is None
+    monkeypatch.setenv("GITMAIL_DIR", str(a.path))
+    result = cli("sync")
+    assert (result.code, result.err) == (
+        1,
+        f"gitmail: error: origin: refusing to sync with file://{tmp_path}/mail.git#***: it holds a query (?...) or a "
+        "fragment (#...), where access tokens are passed; a git remote needs neither (use a git credential helper "
+        "instead)\n",
+    )
+
+
 # -- over a real network protocol ----------------------------------------------------------------------------------
 
 
@@ -594,6 +687,90 @@ def test_three_machines_over_git_daemon(tmp_path: Path) -> None:
             assert sync_now(box).quiet
             whole(box)
     fsck(served / "mail.git")
+
+
+def size_of(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path / "objects").rglob("*") if p.is_file())
+
+
+def test_an_attachment_crosses_a_git_daemon_byte_for_byte_and_only_once(tmp_path: Path) -> None:
+    """What a sync moves is measured as what it adds to the other side (the remote keeps every push as sent)."""
+    from gitmail import actions
+    from gitmail.workspace import Actor
+
+    served = tmp_path / "served"
+    served.mkdir()
+    git(bare_remote(served / "mail.git"), "config", "receive.unpackLimit", "1")
+    files = tmp_path / "files"
+    files.mkdir()
+    data = os.urandom(4 << 20)  # incompressible: what moves is the file itself
+    (files / "dump.bin").write_bytes(data)
+    (files / ".gitmodules").write_text('[submodule "x"]\n\tpath = -x\n\turl = --upload-pack=touch /tmp/pwned\n')
+    (files / "copy.bin").write_bytes(data)
+    api = Actor(RepoName("api"), files)
+    with git_daemon(served) as base:
+        url = f"{base}/mail.git"
+        a, b = (make_machine(tmp_path, name, url) for name in ("laptop", "server"))
+        first = actions.send(a, api, to="web", subject="dump", attach=["dump.bin", ".gitmodules"], base=files)
+        pushed, fetched = size_of(served / "mail.git"), size_of(b.path)
+        sync_now(a)
+        assert sync_now(b).received == 1
+        pushed, fetched = size_of(served / "mail.git") - pushed, size_of(b.path) - fetched
+        assert len(data) < pushed < len(data) + 64 * 1024 and len(data) < fetched < len(data) + 64 * 1024
+        there = mailbox.show(b, first.entry.message.id)
+        assert there.message.attachments == first.entry.message.attachments
+        assert mailbox.attachment_content(b, there, there.message.attachments[0]) == data
+        os.chdir(tmp_path)
+        saved = actions.save_attachment(b, first.entry.message.id, "dump.bin")
+        assert saved.path is not None and saved.path.read_bytes() == data
+        assert actions.save_attachment(b, first.entry.message.id, "_.gitmodules").path is not None
+        assert (tmp_path / "_.gitmodules").read_bytes() == (files / ".gitmodules").read_bytes()
+
+        # The same content attached again, under another name, on the other machine: nothing big moves.
+        again = actions.send(b, api, to="web", subject="the dump again", attach=["copy.bin"], base=files)
+        pushed, fetched = size_of(served / "mail.git"), size_of(a.path)
+        sync_now(b)
+        assert sync_now(a).received == 1
+        pushed, fetched = size_of(served / "mail.git") - pushed, size_of(a.path) - fetched
+        assert pushed < 64 * 1024 and fetched < 64 * 1024, (pushed, fetched)
+        assert mailbox.show(a, again.entry.message.id).message.attachments[0].blob == there.message.attachments[0].blob
+        for box in (a, b):
+            assert sync_now(box).quiet
+            whole(box)
+    fsck(served / "mail.git")
+
+
+def test_a_state_keeps_the_attachments_it_carried_within_reach_and_costs_nothing_without(
+    trio: tuple[Store, Store, Store], remote: Path, tmp_path: Path
+) -> None:
+    from gitmail import actions
+    from gitmail.workspace import Actor
+
+    a, b, _ = trio
+
+    def parents() -> list[str]:
+        return git(remote, "log", "-1", "--format=%P", f"{remotes.REMOTE_ROOT}{remotes.STATE}").split()
+
+    def messages(oids: list[str]) -> list[str]:
+        return [git(remote, "log", "-1", "--format=%s", oid).strip() for oid in oids]
+
+    mailbox.send(a, sender="api", to="web", subject="plain")
+    sync_now(a)
+    assert len(parents()) == 1  # the carrier of the first messages: no attachments, nothing more
+    (tmp_path / "f.bin").write_bytes(b"\0" * 5000)
+    sent = actions.send(a, Actor(RepoName("api"), tmp_path), to="web", subject="f", attach=["f.bin"], base=tmp_path)
+    sync_now(a)
+    kept = parents()[2]
+    assert messages(parents()[1:]) == [
+        "gitmail sync: carries 1 messages",
+        "gitmail sync: attachments the other side has",
+    ]
+    blob = sent.entry.message.attachments[0].blob
+    assert git(remote, "ls-tree", "-r", "--format=%(path) %(objectname)", kept).split() == [f"attachments/{blob}", blob]
+    mailbox.send(b, sender="web", to="api", subject="plain again")
+    sync_now(b)
+    assert parents()[2] == kept  # kept as a parent while nothing new is attached
+    fsck(remote)
 
 
 def test_a_daemon_that_refuses_pushes_costs_one_line(

@@ -714,3 +714,80 @@ def test_no_other_command_imports_the_view() -> None:
     code = "import sys, gitmail.cli; print(sorted(m for m in ('jinja2', 'gitmail.view', 'gitmail.conversations') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# -- attachments ----------------------------------------------------------------------------------------------------
+
+ATTACHED_HTML = b"<!doctype html><title>x</title><script>alert(document.cookie)</script><p>attached page</p>"
+ATTACHED_SVG = b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(3)"><script>alert(4)</script></svg>'
+
+
+def attach_hostile(box: Store, repos: RepoFactory) -> str:
+    """A message carrying an HTML page and an SVG that would run script if shown, and a binary file."""
+    from gitmail import actions
+    from gitmail.workspace import Actor
+
+    api = repos("api")
+    (api / "x.html").write_bytes(ATTACHED_HTML)
+    (api / "logo.svg").write_bytes(ATTACHED_SVG)
+    (api / "données.bin").write_bytes(b"\0\1\2\3")
+    sent = actions.send(
+        box,
+        Actor(RepoName("api"), api),
+        to="web",
+        subject="Attached",
+        body="see the files",
+        attach=["x.html", "logo.svg", "données.bin"],
+        base=api,
+    )
+    return sent.entry.message.id
+
+
+def download(served: Client, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", served.server.port, timeout=30)
+    try:
+        connection.request(method, path, headers={"Host": served.server.host, "Cookie": served.cookie})
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+def test_attachments_are_listed_and_served_only_as_downloads(served: Client, box: Store, repos: RepoFactory) -> None:
+    message_id = attach_hostile(box, repos)
+    page = Markup(served(f"/thread/{message_id}").text)
+    links = [attrs for attrs in page.named("a") if attrs.get("class") == "attachment"]
+    assert [(a["href"], "download" in a) for a in links] == [
+        (f"/attachment/{message_id}/x.html", True),
+        (f"/attachment/{message_id}/logo.svg", True),
+        (f"/attachment/{message_id}/donn%C3%A9es.bin", True),
+    ]
+    assert "x.html 90 bytes text/html" in page.words and "alert(document.cookie)" not in page.words
+    for name, content, fallback in [
+        ("x.html", ATTACHED_HTML, "x.html"),
+        ("logo.svg", ATTACHED_SVG, "logo.svg"),
+        ("donn%C3%A9es.bin", b"\0\1\2\3", "donn_es.bin"),
+    ]:
+        status, headers, body = download(served, f"/attachment/{message_id}/{name}")
+        assert (status, body) == (200, content)
+        assert headers["content-type"] == "application/octet-stream"
+        assert headers["content-disposition"] == f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{name}"
+        assert headers["content-security-policy"] == "sandbox; default-src 'none'"
+        assert headers["x-content-type-options"] == "nosniff"
+        assert headers["cache-control"] == "no-store"
+    status, headers, body = download(served, f"/attachment/{message_id}/x.html", method="HEAD")
+    assert (status, body, headers["content-length"]) == (200, b"", str(len(ATTACHED_HTML)))
+    assert download(served, f"/attachment/{message_id}/nothing.txt")[0] == 404
+    assert download(served, "/attachment/0000000000/x.html")[0] == 404
+    assert download(served, f"/attachment/{message_id}/..%2Fmessage.md")[0] == 404
+    assert served(f"/attachment/{message_id}/x.html", cookie="").status == 403
+
+
+def test_the_export_lists_attachments_without_their_content(box: Store, repos: RepoFactory, tmp_path: Path) -> None:
+    attach_hostile(box, repos)
+    target = tmp_path / "mail.html"
+    view.export(box, target)
+    text = target.read_text()
+    page = Markup(text)
+    assert "x.html 90 bytes text/html" in page.words and "données.bin 4 bytes" in page.words
+    assert "/attachment/" not in text and "attached page" not in text and "alert(4)" not in text

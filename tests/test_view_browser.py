@@ -16,7 +16,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.store.repository import Store
-from tests.conftest import at
+from tests.conftest import RepoFactory, at
 from tests.test_view import HOSTILE_BODY, HOSTILE_SUBJECT, fill
 
 if TYPE_CHECKING:
@@ -110,4 +110,40 @@ def test_the_page_finds_a_replied_thread_and_shows_new_mail_without_a_reload(
     assert page.locator(f"#m-{mail.hostile} pre.body").inner_text() == HOSTILE_BODY
     page.goto(url.split("/?")[0] + "/")
     assert page.locator("text=" + HOSTILE_SUBJECT).count() >= 1
+    assert problems == []
+
+
+def test_an_html_attachment_is_only_ever_downloaded(box: Store, url: str, page: Page, repos: RepoFactory) -> None:
+    """An attachment named x.html that holds a script: its link downloads it, and opening its address directly
+    downloads it too; it is never shown as a page of the view, and its script never runs."""
+    from tests.test_view import ATTACHED_HTML, attach_hostile
+
+    message_id = attach_hostile(box, repos)
+    problems: list[str] = []
+
+    def dialog(opened: Dialog) -> None:
+        problems.append(f"a dialog opened: {opened.message}")
+        opened.dismiss()
+
+    page.on("dialog", dialog)
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.goto(url)
+    page.goto(url.split("/?")[0] + f"/thread/{message_id}")
+    link = page.locator("a.attachment", has_text="x.html")
+    assert link.get_attribute("download") is not None
+    with page.expect_download() as started:
+        link.click()
+    download = started.value
+    assert download.suggested_filename == "x.html"
+    assert Path(download.path()).read_bytes() == ATTACHED_HTML
+    assert page.url.endswith(f"/thread/{message_id}")  # still the view's page: nothing navigated to the file
+
+    with page.expect_download() as direct:
+        try:
+            page.goto(url.split("/?")[0] + f"/attachment/{message_id}/x.html")
+        except Exception as error:  # Chromium reports a navigation that became a download as an error
+            assert "Download is starting" in str(error)
+    assert direct.value.suggested_filename == "x.html"
+    assert "attached page" not in page.content()
+    page.wait_for_timeout(500)
     assert problems == []

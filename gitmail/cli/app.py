@@ -16,7 +16,7 @@ from gitmail.errors import ExitCode, GitmailError, UsageError
 from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import Store
 from gitmail.sync.remotes import DEFAULT_INTERVAL, redact
-from gitmail.workspace import toplevel
+from gitmail.workspace import place
 
 if TYPE_CHECKING:
     from gitmail.install import hooks as install_module
@@ -77,13 +77,59 @@ def send(
         str | None,
         typer.Option("--from", help="The repo sending (default: the git repository you are in).", show_default=False),
     ] = None,
+    or_repo: Annotated[
+        bool,
+        typer.Option("--or-repo", help="With --to REPO#SESSION: if that session has ended, every session of REPO."),
+    ] = False,
+    urgency: Annotated[
+        str | None,
+        typer.Option(
+            "--urgency",
+            "-u",
+            help="now (shown first, wakes idle sessions, may continue a turn), normal (the default), or low (never "
+            "wakes or continues a turn; may be marked done without a reply).",
+            show_default=False,
+        ),
+    ] = None,
+    attach: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--attach",
+            metavar="FILE",
+            help="Attach a file, any bytes (repeat for more). A symbolic link: the file it points to.",
+            show_default=False,
+        ),
+    ] = None,
+    patch: Annotated[
+        str | None,
+        typer.Option(
+            "--patch",
+            metavar="[RANGE]",
+            help="Attach commits of this repository as `git format-patch` writes them (a revision range: HEAD~2, "
+            "main..topic); alone, the uncommitted changes to tracked files against HEAD.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Send a message to a repo, to every repo (--broadcast), or in reply to one (--reply-to).
+    """Send a message to a repo (--to web), to one session of it (--to web#HANDLE: its name, its worktree's name or
+    the start of its id), to every repo (--broadcast), or in reply to one (--reply-to: back to the session that
+    asked), with files and patches attached if you like (--attach, --patch: see docs/attachments.md). Sent from
+    inside a session, it is never shown to that session.
 
     Prints the new message's id alone on standard output, so `id=$(gitmail send ...)` works.
     """
     commands.send(
-        to=to, subject=subject, message=message, broadcast=broadcast, reply_to=reply_to, retract=retract, sender=sender
+        to=to,
+        subject=subject,
+        message=message,
+        broadcast=broadcast,
+        reply_to=reply_to,
+        retract=retract,
+        sender=sender,
+        or_repo=or_repo,
+        urgency=urgency,
+        attach=attach or [],
+        patch=patch,
     )
 
 
@@ -148,6 +194,74 @@ def show(message_id: IdArgument, json_output: JsonOption = False) -> None:
     commands.show(message_id=message_id, json_output=json_output)
 
 
+@app.command("sessions")
+def sessions_command(
+    repo: RepoOption = None,
+    everyone: Annotated[bool, typer.Option("--all", help="Every repo's sessions.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Who is here: the sessions of this repo (--all: of every repo) the hooks have seen on this machine, each
+    with its address, host, worktree and branch, whether it is live, idle or ended (and when), whether mail can
+    wake it, what is pending for it, and its card."""
+    commands.sessions(repo=repo, everyone=everyone, json_output=json_output)
+
+
+@app.command("session")
+def session_command(
+    name: Annotated[
+        str | None, typer.Option("--name", help="Name this session (unique among its repo's live sessions).")
+    ] = None,
+    card: Annotated[
+        str | None, typer.Option("--card", help="One line saying what this session is doing (at most 200 characters).")
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """This session's address (REPO#HANDLE), name and card; --name and --card set them. Run it from inside a
+    Claude Code or Codex session."""
+    commands.session(name=name, card=card, json_output=json_output)
+
+
+@app.command()
+def attachment(
+    message_id: IdArgument,
+    name: Annotated[
+        str | None,
+        typer.Argument(help="Which attachment (needed when it has several).", show_default=False),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "-o",
+            "--output",
+            metavar="PATH",
+            help="Write it here (a file, or a directory to put it in; - for standard output) instead of into the "
+            "current directory under its own name.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a file that is already there.")] = False,
+) -> None:
+    """Write one of a message's attachments out (whole or not at all; an existing file only with --force)."""
+    commands.attachment(message_id=message_id, name=name, output=output, force=force)
+
+
+@app.command("apply")
+def apply_command(
+    message_id: IdArgument,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="Which attachment to apply (needed only when it carries several patches).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Apply a message's patch to the repository you are in: commits with `git am --3way`, uncommitted changes
+    with `git apply --index --3way`. Refused when the repository has uncommitted changes to tracked files. On a
+    conflict the repository is left as git leaves it, and one line says how to go on or undo it. The sender sees
+    whether it applied (`gitmail log --sent`, `gitmail show`)."""
+    commands.apply(message_id=message_id, name=name)
+
+
 @app.command()
 def view(
     port: Annotated[
@@ -208,7 +322,7 @@ def doctor(
     from gitmail import doctor as checks
 
     box = Store()  # not opened: what cannot be opened is what doctor reports
-    here = toplevel(os.getcwd())
+    here = place(os.getcwd())
     repaired = checks.repair(box, here=here) if repair else []
     report = checks.examine(box, here=here, home=Path.home(), repaired=repaired)
     if json_output:
@@ -396,6 +510,92 @@ def remote_remove(name: Annotated[str, typer.Argument(help="The remote's name.")
     say(f"removed remote {name!r}")
 
 
+keys_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.callback(invoke_without_command=True)
+def keys(ctx: typer.Context) -> None:
+    """The keys that sign mail: this machine's, and every other machine's with what this machine makes of it
+    (pinned on first sight, trusted, revoked, or new and not accepted). Mail from another machine is VERIFIED only
+    when the key accepted for the machine it names signed it."""
+    if ctx.invoked_subcommand is not None:
+        return
+    for line in render.key_lines(actions.keys(open_mailbox())):
+        print(line)
+
+
+@keys_app.command("init")
+def keys_init() -> None:
+    """Make this machine's signing key now (otherwise made at the first write) and publish it, so that other
+    machines pin it at their next sync."""
+    listed = actions.init_key(open_mailbox())
+    say(render.own_key(listed))
+
+
+@keys_app.command("use")
+def keys_use(
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="PATH",
+            help="A private key file (ed25519, rsa, ...), or the public key file of a key an ssh-agent holds.",
+        ),
+    ],
+) -> None:
+    """Sign with your own SSH key instead of gitmail's (sets gitmail.signingKey in the mailbox's config, after
+    signing with it once to check). Other machines see a new key for this machine: they accept it only when their
+    user trusts it."""
+    listed = actions.use_key(open_mailbox(), path)
+    say(render.own_key(listed))
+    say("note: other machines take this as a changed key: on each, run `gitmail keys trust` with the fingerprint above")
+
+
+@keys_app.command("trust")
+def keys_trust(
+    machine: Annotated[str, typer.Argument(metavar="MACHINE", help="The machine's name or id.")],
+    fingerprint: Annotated[str, typer.Argument(metavar="FINGERPRINT", help="The key's SHA256:... fingerprint.")],
+) -> None:
+    """Accept a key for a machine: one whose fingerprint you compared out of band (`gitmail keys` on that
+    machine), a changed key you expect, or a machine revoked before."""
+    key = actions.trust_key(open_mailbox(), machine, fingerprint)
+    say(f"trusted {key.fingerprint} for machine {render.quote(key.name)} ({key.machine})")
+
+
+@keys_app.command("revoke")
+def keys_revoke(machine: Annotated[str, typer.Argument(metavar="MACHINE", help="The machine's name or id.")]) -> None:
+    """Stop accepting every key of a machine: its mail reads UNVERIFIED until you trust a key of it again."""
+    revoked = actions.revoke_key(open_mailbox(), machine)
+    for key in revoked:
+        say(f"revoked {key.fingerprint} of machine {render.quote(key.name)} ({key.machine})")
+    if not revoked:
+        say(f"every key of machine {render.quote(machine)} was revoked already")
+
+
+@keys_app.command("allowed-signers")
+def keys_allowed_signers(
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write it to FILE instead of printing it.")
+    ] = None,
+) -> None:
+    """Print git's allowed_signers file of the accepted keys, so that plain git can check gitmail's signatures:
+    git -c gpg.ssh.allowedSignersFile=FILE log --show-signature --glob=gitmail (in the mailbox)."""
+    text = actions.allowed_signers(open_mailbox())
+    if output is None:
+        print(text, end="")
+        return
+    from gitmail.store.files import write_atomically
+
+    write_atomically(output, text.encode(), durable=False)
+    count = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+    say(f"wrote {count} key{'' if count == 1 else 's'} to {output}")
+
+
 @app.command("sync")
 def sync_command(
     name: Annotated[str | None, typer.Argument(help="One remote (default: every remote).", show_default=False)] = None,
@@ -436,6 +636,28 @@ def _extra(module: str, extra: str, command: str) -> Any:
         ) from None
 
 
+def optional_values(command: Any, argv: list[str]) -> list[str]:
+    """`send --patch` takes its value only when one follows: alone (last, or before another option) it means the
+    uncommitted changes, as `--patch=` says. typer's parser has no such option, so the words are told: a `--patch`
+    standing alone becomes `--patch=`; the values of the options that take one are stepped over, whatever they are."""
+    if argv[:1] != ["send"]:
+        return argv
+    taking = {
+        spelling
+        for parameter in command.commands["send"].params
+        if parameter.param_type_name == "option" and not parameter.is_flag
+        for spelling in parameter.opts
+    }
+    words, at = list(argv), 1
+    while at < len(words) and words[at] != "--":
+        if words[at] == "--patch" and (at + 1 == len(words) or (words[at + 1][:1] == "-" and len(words[at + 1]) > 1)):
+            words[at] = f"--patch={commands.UNCOMMITTED}"
+        elif words[at] in taking:
+            at += 1  # its value, even one that looks like an option
+        at += 1
+    return words
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line, through the one error edge: a mistake in the command itself is a usage error like any
     other (exit 2, one line naming the help to read)."""
@@ -446,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str]) -> int:
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="gitmail", standalone_mode=False)
+        result = command.main(args=optional_values(command, argv), prog_name="gitmail", standalone_mode=False)
     except typer.TyperException as error:  # the command line itself was wrong
         if type(error).__name__ == "NoArgsIsHelpError":
             print(error.format_message())

@@ -13,6 +13,8 @@ from gitmail import actions, render
 from gitmail.edge import say
 from gitmail.errors import GitmailError, UsageError
 from gitmail.store.opening import open_mailbox
+from gitmail.values import urgency as levels
+from gitmail.values.address import Address
 from gitmail.values.message import MAX_BODY_BYTES
 from gitmail.values.names import RepoName
 from gitmail.workspace import Actor, actor_at, own_command, toplevel
@@ -40,6 +42,9 @@ def body(message: str | None) -> bytes:
     return sys.stdin.buffer.read(MAX_BODY_BYTES + 1)  # enough to tell an oversized body, never unbounded
 
 
+UNCOMMITTED = actions.UNCOMMITTED  # `--patch` alone
+
+
 def send(
     *,
     to: str | None,
@@ -49,10 +54,19 @@ def send(
     reply_to: str | None,
     retract: str | None,
     sender: str | None,
+    or_repo: bool = False,
+    urgency: str | None = None,
+    attach: Sequence[str] = (),
+    patch: str | None = None,
 ) -> None:
     mode = actions.one_of({"--to": to, "--broadcast": broadcast, "--reply-to": reply_to, "--retract": retract})
-    if retract is not None and (subject is not None or message is not None):
-        raise UsageError("--retract takes no --subject or --message")
+    if or_repo and mode != "--to":
+        raise UsageError("--or-repo goes with --to REPO#SESSION")
+    if retract is not None and (
+        subject is not None or message is not None or urgency is not None or attach or patch is not None
+    ):
+        raise UsageError("--retract takes no --subject, --message, --urgency, --attach or --patch")
+    levels.parse(urgency)  # a wrong level is refused before anything is read or written
     if subject is None and mode in ("--to", "--broadcast"):
         raise UsageError("a subject is required (--subject TEXT)")
     me = writer(sender)
@@ -61,7 +75,20 @@ def send(
         result = actions.retract(box, me, retract)
         say(render.retracted(result.id, result.changed))
         return
-    sent = actions.send(box, me, to=to, broadcast=broadcast, reply_to=reply_to, subject=subject, body=body(message))
+    text = body(message)
+    sent = actions.send(
+        box,
+        me,
+        to=to,
+        broadcast=broadcast,
+        reply_to=reply_to,
+        subject=subject,
+        body=text,
+        or_repo=or_repo,
+        urgency=urgency,
+        attach=attach,
+        patch=patch,
+    )
     for note in sent.notes:
         say(f"note: {note}")
     print(sent.entry.message.id, flush=True)
@@ -115,12 +142,14 @@ def log(
     if everyone and (repo is not None or sent):
         raise UsageError("--everyone takes no --repo or --sent")
     name: RepoName | None = None
+    address = Address.parse(repo) if repo is not None and "#" in repo else None  # one session's mail
     if not everyone and thread is None:
-        who = reader(repo)
+        who = reader(str(address.repo) if address is not None else repo)
         if who is None:
             return
         name = who.repo
-    entries = actions.log(open_mailbox(), repo=name, limit=count, grep=grep, thread=thread, sent=sent)
+    handle = address.handle if address is not None else None
+    entries = actions.log(open_mailbox(), repo=name, limit=count, grep=grep, thread=thread, sent=sent, handle=handle)
     if json_output:
         print(render.dumps([render.as_json(e) for e in entries]))
     else:
@@ -142,3 +171,70 @@ def show(*, message_id: str, json_output: bool) -> None:
         print(render.dumps(render.as_json(shown.entry)))
     else:
         print(render.card(shown.entry, claims=shown.claims, state=True))
+
+
+def sessions(*, repo: str | None, everyone: bool, json_output: bool) -> None:
+    if everyone and repo is not None:
+        raise UsageError("--all takes no --repo")
+    name: RepoName | None = None
+    if not everyone:
+        who = reader(repo)
+        if who is None:
+            return
+        name = who.repo
+    found = actions.sessions_here(open_mailbox(), name)
+    if json_output:
+        print(render.dumps([render.session_json(v) for v in found]))
+        return
+    for view in found:
+        print(render.session_line(view))
+    if not found:
+        say("no sessions seen" + (f" for {render.quote(name)}" if name is not None else "") + " on this machine")
+
+
+def session(*, name: str | None, card: str | None, json_output: bool) -> None:
+    me = writer(None)
+    box = open_mailbox()
+    view = (
+        actions.name_session(box, me, name=name, card=card)
+        if name is not None or card is not None
+        else actions.this_session(box, me)
+    )
+    if json_output:
+        print(render.dumps(render.session_json(view)))
+        return
+    print(view.address)
+    say(f"name {render.quote(view.info.name) if view.info.name else '(none)'}")
+    say(f"card {render.quote(view.info.card) if view.info.card else '(none)'}")
+
+
+def attachment(*, message_id: str, name: str | None, output: str | None, force: bool) -> None:
+    saved = actions.save_attachment(open_mailbox(), message_id, name, output=output, force=force)
+    item = saved.attachment
+    where = "standard output" if saved.path is None else str(saved.path)
+    say(f"wrote {render.quote(item.name)} ({item.size:,} bytes) of {saved.entry.message.id} to {where}")
+
+
+def apply(*, message_id: str, name: str | None) -> None:
+    from gitmail.values.attachments import COMMITS
+
+    done = actions.apply(open_mailbox(), writer(None), message_id, name)
+    if done.result.output:
+        sys.stderr.write(done.result.output if done.result.output.endswith("\n") else done.result.output + "\n")
+        sys.stderr.flush()
+    if done.note:
+        say(f"note: {done.note}")
+    what = f"{render.quote(done.attachment.name)} of {done.entry.message.id}"
+    if done.result.ok:
+        say(f"applied {what} to {done.top}")
+        return
+    if done.result.conflict and done.kind == COMMITS:
+        raise GitmailError(
+            f"{what} stopped at a conflict: resolve it, `git add` the files and run `git am --continue` "
+            "(or `git am --skip` to leave that commit out), or undo all of it with `git am --abort`"
+        )
+    if done.result.conflict:
+        raise GitmailError(
+            f"{what} applied with conflicts: resolve them and `git add` the files, or undo it with `git reset --merge`"
+        )
+    raise GitmailError(f"git could not apply {what}, and changed nothing (git's own messages above say why)")

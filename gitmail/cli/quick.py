@@ -1,7 +1,7 @@
 """The mail commands in their plain forms, parsed without the command-line library: sessions run `send`, `inbox`,
-`done`, `show` and `log` many times a day, and importing typer costs more than the whole of a `send` may (the
-benchmark's send and inbox rows, beside the fastest peer). Anything else (help, an option it does not know, a
-value that looks like an option, `--`) returns None, and the typer app parses it as always.
+`done`, `show`, `log`, `sessions` and `session` many times a day, and importing typer costs more than the whole of
+a `send` may (the benchmark's send and inbox rows, beside the fastest peer). Anything else (help, an option it does
+not know, a value that looks like an option, `--`) returns None, and the typer app parses it as always.
 
 The options below are typer's own (app.py), spelled again for speed; a test checks that every one of them means
 here what it means there.
@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 
 class Spec:
     """A command's plain form: options taking a value (each spelling -> parameter), flags, and what positional
-    arguments it takes (a parameter, and whether it takes several)."""
+    arguments it takes (a parameter, and whether it takes several). Of the options, `numbers` take a number,
+    `repeated` may be given many times (a list), and `optional` may be given without a value (then they are "")."""
 
-    __slots__ = ("options", "flags", "positional", "many", "numbers", "run")
+    __slots__ = ("options", "flags", "positional", "many", "numbers", "repeated", "optional", "run")
 
     def __init__(
         self,
@@ -30,9 +31,12 @@ class Spec:
         positional: str | None = None,
         many: bool = False,
         numbers: frozenset[str] = frozenset(),
+        repeated: frozenset[str] = frozenset(),
+        optional: frozenset[str] = frozenset(),
     ) -> None:
         self.run, self.options, self.flags = run, options, flags
         self.positional, self.many, self.numbers = positional, many, numbers
+        self.repeated, self.optional = repeated, optional
 
 
 def specs() -> dict[str, Spec]:
@@ -50,8 +54,14 @@ def specs() -> dict[str, Spec]:
                 "--reply-to": "reply_to",
                 "--retract": "retract",
                 "--from": "sender",
+                "--urgency": "urgency",
+                "-u": "urgency",
+                "--attach": "attach",
+                "--patch": "patch",
             },
-            {"--broadcast": "broadcast"},
+            {"--broadcast": "broadcast", "--or-repo": "or_repo"},
+            repeated=frozenset({"attach"}),
+            optional=frozenset({"patch"}),
         ),
         "inbox": Spec(commands.inbox, {"--repo": "repo"}, {"--json": "json_output", "--peek": "peek"}),
         "done": Spec(commands.done, {"--repo": "repo"}, {"--all": "all_pending"}, positional="ids", many=True),
@@ -62,6 +72,8 @@ def specs() -> dict[str, Spec]:
             {"--everyone": "everyone", "--sent": "sent", "--json": "json_output"},
             numbers=frozenset({"count"}),
         ),
+        "sessions": Spec(commands.sessions, {"--repo": "repo"}, {"--all": "everyone", "--json": "json_output"}),
+        "session": Spec(commands.session, {"--name": "name", "--card": "card"}, {"--json": "json_output"}),
     }
 
 
@@ -74,6 +86,10 @@ DEFAULTS: dict[str, dict[str, object]] = {
         "reply_to": None,
         "retract": None,
         "sender": None,
+        "or_repo": False,
+        "urgency": None,
+        "attach": [],
+        "patch": None,
     },
     "inbox": {"repo": None, "json_output": False, "peek": False},
     "done": {"ids": [], "all_pending": False, "repo": None},
@@ -87,6 +103,8 @@ DEFAULTS: dict[str, dict[str, object]] = {
         "sent": False,
         "json_output": False,
     },
+    "sessions": {"repo": None, "everyone": False, "json_output": False},
+    "session": {"name": None, "card": None, "json_output": False},
 }
 COMMANDS = frozenset(DEFAULTS)
 
@@ -109,7 +127,7 @@ def _call(spec: Spec, arguments: dict[str, object]) -> int:
 
 def parse(spec: Spec, command: str, words: list[str]) -> dict[str, object] | None:
     """The command's parameters, or None for anything but its plain forms."""
-    found: dict[str, object] = dict(DEFAULTS[command])
+    found: dict[str, object] = {k: list(v) if isinstance(v, list) else v for k, v in DEFAULTS[command].items()}
     positional: list[str] = []
     at = 0
     while at < len(words):
@@ -118,18 +136,24 @@ def parse(spec: Spec, command: str, words: list[str]) -> dict[str, object] | Non
         if name in spec.flags and not equals:
             found[spec.flags[name]] = True
         elif name in spec.options:
+            parameter = spec.options[name]
             if equals:
                 value = attached
             elif at + 1 < len(words) and not words[at + 1].startswith("-"):
                 at += 1
                 value = words[at]
+            elif parameter in spec.optional and (at + 1 == len(words) or len(words[at + 1]) > 1):
+                value = ""  # given alone (at the end, or before another option), as click reads it
             else:
                 return None  # a value that looks like an option, or none at all: typer's rules decide
-            parameter = spec.options[name]
             if parameter in spec.numbers:
                 if not value.isdigit() or int(value) < 1:
                     return None
                 found[parameter] = int(value)
+            elif parameter in spec.repeated:
+                listed = found[parameter]
+                assert isinstance(listed, list)
+                listed.append(value)
             else:
                 found[parameter] = value
         elif not word.startswith("-") and spec.positional is not None:

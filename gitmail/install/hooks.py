@@ -29,27 +29,22 @@ from typing import Any, NamedTuple
 
 import tomlkit
 
+from gitmail import delivery
+from gitmail.delivery import Moment
 from gitmail.errors import GitmailError, UsageError
 from gitmail.install import codex_config, codex_trust, jsonedit
 from gitmail.install.codex_trust import Position
 
 MOMENTS = ("start", "tool", "prompt", "stop", "wake", "end")  # what `--moments` names, in this order
-EVENTS = {  # the host event that carries each moment; a moment a host lacks is not there
-    "claude": {
-        "start": "SessionStart",  # every source: startup, resume, fork, clear, compact
-        "tool": "PostToolBatch",  # once per batch of tool calls, beside their results
-        "prompt": "UserPromptSubmit",
-        "stop": "Stop",
-        "wake": "FileChanged",  # a stamp file SessionStart named in watchPaths changed; asyncRewake starts a turn
-        "end": "SessionEnd",
-    },
-    "codex": {
-        "start": "SessionStart",
-        "tool": "PostToolUse",
-        "prompt": "UserPromptSubmit",
-        "stop": "Stop",
-        "end": "SessionEnd",
-    },
+_NAMED = {
+    Moment.START: "start", Moment.TOOL: "tool", Moment.PROMPT: "prompt", Moment.STOP: "stop", Moment.WAKE: "wake",
+    Moment.END: "end",
+}  # fmt: skip
+# The host event that carries each moment, from delivery.py's table of hosts: a moment a host carries without a hook
+# (Codex's wake: gitmail queues a turn) or lacks is not here.
+EVENTS = {
+    host: {_NAMED[moment]: carried.event for moment, carried in table.items() if carried.hook}
+    for host, table in delivery.HOSTS.items()
 }
 HOSTS = ("claude", "codex")
 QUIET = ("start", "tool", "prompt", "stop", "wake")  # through hook.sh: no Python when nothing changed

@@ -17,7 +17,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from gitmail import render
 from gitmail.errors import GitmailError
 from gitmail.values.names import RepoName, name_problem
-from gitmail.workspace import Actor, toplevel
+from gitmail.workspace import Actor, Place, place
 
 ROOTS_WAIT = 5.0  # seconds a client may take to list its roots
 ROOTS_KEY = "roots"  # the name of the roots input request on a 2026 connection
@@ -27,49 +27,51 @@ class Who(NamedTuple):
     """The repo a call acts for, and how that was decided."""
 
     repo: RepoName
-    here: Path | None  # its toplevel, when known (not for a name given as an argument)
+    here: Path | None  # the repository's own path, when known (not for a name given as an argument)
     source: str  # said in the answer: "the client's root /x/api", "the server's directory /x/api", "the argument"
+    place: Place | None = None  # the work tree the roots or the directory are in
 
     def said(self) -> str:
         return f"as {render.quote(self.repo)} ({self.source})"
 
     @property
     def actor(self) -> Actor:
-        return Actor(self.repo, self.here, "mcp")
+        return Actor(self.repo, self.here, "mcp", None, self.place)
 
 
 def from_roots(uris: Sequence[str]) -> Who | None:
-    """The one repository the client's roots are in; an error when they are in several or in none."""
-    tops: dict[Path, str] = {}
+    """The one repository the client's roots are in (worktrees of one repository are one); an error when they are
+    in several or in none."""
+    homes: dict[Path, Place] = {}
     for uri in uris:
         parsed = urlparse(uri)
         if parsed.scheme != "file":
             continue
-        top = toplevel(unquote(parsed.path))
-        if top is not None:
-            tops.setdefault(top, unquote(parsed.path))
-    if not tops:
+        found = place(unquote(parsed.path))
+        if found is not None:
+            homes.setdefault(found.home, found)
+    if not homes:
         if any(urlparse(u).scheme == "file" for u in uris):
             listed = ", ".join(short(unquote(urlparse(u).path)) for u in uris[:3])
             raise GitmailError(f"the client's roots ({listed}) are not inside a git repository; name one with repo")
         return None
-    if len(tops) > 1:
-        names = ", ".join(render.quote(top.name) for top in sorted(tops))
+    if len(homes) > 1:
+        names = ", ".join(render.quote(found.name) for _, found in sorted(homes.items()))
         raise GitmailError(f"the client's roots are in several repositories ({names}); name one with repo")
-    top = next(iter(tops))
-    return _named(top, f"the client's root {top}")
+    found = next(iter(homes.values()))
+    return _named(found, f"the client's root {found.top}")
 
 
 def from_directory(directory: str) -> Who | None:
-    top = toplevel(directory)
-    return _named(top, f"the server's directory {top}") if top is not None else None
+    found = place(directory)
+    return _named(found, f"the server's directory {found.top}") if found is not None else None
 
 
-def _named(top: Path, source: str) -> Who:
-    problem = name_problem(top.name)
+def _named(found: Place, source: str) -> Who:
+    problem = name_problem(found.name)
     if problem:
-        raise GitmailError(f"the folder name {top.name!r} cannot be a mailbox name: {problem}; name one with repo")
-    return Who(RepoName(top.name), top, source)
+        raise GitmailError(f"the name {found.name!r} cannot be a mailbox name: {problem}; name one with repo")
+    return Who(RepoName(found.name), found.home, source, found)
 
 
 class RootsWanted(Exception):

@@ -1,5 +1,6 @@
 """Running git on the mailbox: an allow-listed environment, no hooks, no user or system configuration, and
-`git cat-file --batch` (once per read, or kept running) reading past objects git cannot read.
+`git cat-file --batch` (once per read, or kept running) reading past objects git cannot read and stopping before
+ones larger than the reader would read.
 
 gitmail's git calls must do only what gitmail asks. A `reference-transaction` hook (from the mailbox's hooks/,
 its config or a global `core.hooksPath`), an fsmonitor, a pager or a credential helper would run another
@@ -9,6 +10,15 @@ only the variables listed below, reads only the mailbox's own config, and runs n
 The one exception is `run_network`, for the commands that talk to a sync remote (fetch, push, ls-remote): they need
 the user's own authentication, so they also get the user's git config and the variables listed in NETWORK_ENV —
 and still run no hook. Every local command stays on `run`.
+
+A remote git reaches through its local transport (a path, a `file://` URL, a symlink to either) is the one place
+where someone else's repository could run code here: git starts upload-pack or receive-pack on this machine, as
+this user, inside that repository, with its config and hooks, and without our `-c` settings (git clears them for
+the child). So `run_network` names the program git starts there (`--upload-pack`, `--receive-pack`), carrying
+settings of its own that no repository config can override: no hook of any kind, no command from config, no
+automatic gc, no checkout into a work tree, no lazy fetch, no transport onwards (`remote_program`). A URL gitmail
+does not take as local may not become one through the user's `url.<base>.insteadOf` (`protocol.file.allow=never`),
+and no URL may use the transports that run commands (`ext::`, `fd::`).
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from gitmail.errors import MailboxError
 
 TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from os import PathLike
     from typing import Any
 
@@ -83,11 +93,14 @@ def spawn(
     stdin: bytes | None = None,
     pass_fds: Sequence[int] = (),
     timeout: float | None = None,
+    until: Callable[[bytes], bool] | None = None,
 ) -> Spawned:
     """Run a program to its end with os.posix_spawnp, feeding it `stdin` and collecting its output, without the
     subprocess module (whose import costs the hooks and the quick commands milliseconds each). The fds in
     `pass_fds` stay open in it (the mailbox lock, which must outlive gitmail if it is killed); a process still
-    running after `timeout` seconds is killed (returncode -9). Raises FileNotFoundError when the program is missing."""
+    running after `timeout` seconds is killed (returncode -9), and so is one whose output so far made `until`
+    (called with each piece of standard output as it comes) say True. Raises FileNotFoundError when the program is
+    missing."""
     import select
 
     child_in, feed = os.pipe() if stdin else (None, None)
@@ -119,7 +132,7 @@ def spawn(
     open_fds = {out_r, err_r} | ({feed} if feed is not None else set())
     killed = False
     try:
-        while open_fds:
+        while open_fds and not killed:
             wait = None if end is None else max(0.0, end - time.monotonic())
             ready = poller.poll(None if wait is None else int(wait * 1000))
             if not ready and end is not None and time.monotonic() >= end:
@@ -141,6 +154,10 @@ def spawn(
                 data = os.read(fd, 65536)
                 if data:
                     chunks[fd].append(data)
+                    if until is not None and fd == out_r and until(data):
+                        os.kill(pid, 9)
+                        killed = True
+                        break
                 else:
                     poller.unregister(fd)
                     open_fds.discard(fd)
@@ -180,6 +197,34 @@ def run(
         command = next((a for a in args if not a.startswith("-") and "=" not in a), "")
         raise GitFailed(command, done.returncode, done.stderr.decode(errors="replace"))
     return done.stdout
+
+
+def run_into(git_dir: str | PathLike[str], out_fd: int, *args: str) -> None:
+    """Run one git command on the mailbox with its standard output going straight into an open file (an attachment
+    written out, never held in memory); GitFailed when it fails."""
+    where = str(git_dir)
+    err_r, err_w = os.pipe()
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, out_fd, 1),
+        (os.POSIX_SPAWN_DUP2, err_w, 2),
+    ]
+    argv = ["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, *args]
+    try:
+        pid = os.posix_spawnp("git", argv, environment(), file_actions=actions)
+    except FileNotFoundError:
+        raise MailboxError("git was not found on PATH; gitmail reads the mailbox with it") from None
+    finally:
+        os.close(err_w)
+    errors = []
+    with os.fdopen(err_r, "rb") as stream:
+        while chunk := stream.read(65536):
+            errors.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        command = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        raise GitFailed(command, code, b"".join(errors).decode(errors="replace"))
 
 
 # -- commands that talk to a remote ------------------------------------------------------------------------------
@@ -238,13 +283,38 @@ def network_environment() -> dict[str, str]:
 
 
 def run_network(
-    git_dir: str | PathLike[str], *args: str, pass_fds: Sequence[int] = (), timeout: float | None = None
+    git_dir: str | PathLike[str],
+    command: str,
+    *options: str,
+    url: str,
+    refs: Sequence[str] = (),
+    config: Sequence[str] = (),
+    pass_fds: Sequence[int] = (),
+    timeout: float | None = None,
 ) -> NetworkResult:
-    """Run one git command that talks to a remote, with the user's authentication and git config, and no hook.
+    """Run one git command that talks to a remote (`git [-c config...] command options... -- url refs...`), with
+    the user's authentication and git config, no hook here, and nothing of the remote's run here (`remote_args`).
     Never raises for git's own failures: the caller reads the exit code and the messages."""
+    # git 2.54's hooks from config run where refs change: receive-pack. (A sync refuses such a remote before it
+    # starts; the quick check's ls-remote, which changes nothing there, spares itself asking git its version.)
+    refused = local_transport_problem(url) if command == "push" else None
+    if refused is not None:
+        return NetworkResult(128, b"", f"fatal: {refused}")
+    settings = [piece for setting in config for piece in ("-c", setting)]
     try:
         done = spawn(
-            ["git", "--git-dir", str(git_dir), *SAFE_CONFIG, *args],
+            [
+                "git",
+                "--git-dir",
+                str(git_dir),
+                *SAFE_CONFIG,
+                *settings,
+                *remote_args(command, url),
+                *options,
+                "--",
+                url,
+                *refs,
+            ],
             network_environment(),
             pass_fds=pass_fds,
             timeout=timeout,
@@ -256,6 +326,222 @@ def run_network(
     if done.returncode == -9:
         return NetworkResult(-1, b"", f"fatal: no answer within {timeout:g} seconds")
     return NetworkResult(done.returncode, done.stdout, done.stderr.decode(errors="replace"))
+
+
+# Every hook event git knows (githooks(5), git 2.55). core.hooksPath=/dev/null stops the hooks/ folder and any
+# core.hooksPath a repository sets; hook.<event>.enabled=false stops the hooks a config defines (git 2.55 and later;
+# older gits ignore the setting, and before 2.54 there are no such hooks).
+HOOK_EVENTS = (
+    "applypatch-msg pre-applypatch post-applypatch pre-commit pre-merge-commit prepare-commit-msg commit-msg "
+    "post-commit pre-rebase post-checkout post-merge pre-push pre-receive update proc-receive post-receive "
+    "post-update reference-transaction push-to-checkout pre-auto-gc post-rewrite sendemail-validate "
+    "fsmonitor-watchman p4-changelist p4-prepare-changelist p4-post-changelist p4-pre-submit post-index-change"
+).split()
+# The remote side's settings: the command line is the strongest config scope, above the repository's own config,
+# what it includes and the user's global config.
+REMOTE_SIDE_CONFIG = (
+    f"core.hooksPath={os.devnull}",  # no hook from hooks/ or from a core.hooksPath the repository sets
+    "core.fsmonitor=false",  # no fsmonitor command when an index is read
+    "core.alternateRefsCommand=exit 0",  # objects/info/alternates: no command, no alternate refs advertised
+    "receive.autogc=false",  # no `git gc --auto` after a push (its pre-auto-gc hook, its children)
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "receive.denyCurrentBranch=refuse",  # no updateInstead: no checkout into a work tree of the remote (filters,
+    "receive.denyDeleteCurrent=refuse",  # fsmonitor, push-to-checkout, post-index-change)
+    "receive.updateServerInfo=false",
+    "core.logAllRefUpdates=false",  # no new reflog (an existing one is still appended to: by "gitmail", below)
+    *(f"hook.{event}.enabled=false" for event in HOOK_EVENTS),
+)
+REMOTE_SIDE_ENV = (
+    "GIT_NO_LAZY_FETCH=1",  # no lazy fetch from a promisor remote the repository's config names
+    "GIT_ALLOW_PROTOCOL=",  # set and empty: no transport at all for whatever the remote side would start
+    "GIT_COMMITTER_NAME=gitmail",  # the identity in the remote's reflog lines is ours, not its config's
+    "GIT_COMMITTER_EMAIL=gitmail",
+)
+# On gitmail's own command, whatever the URL: no transport that runs a command or talks through a file descriptor.
+TRANSPORT_CONFIG = ("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never")
+CONFIG_HOOKS_ONLY = (2, 54)  # the git that runs hooks a config defines and has no switch to stop them
+
+
+def is_local(url: str) -> bool:
+    """Whether git reaches `url` through its local transport, as git decides it: `file://...`, or no ':' before
+    the first '/' (a path). `<helper>::...` and `<scheme>://...` are not local."""
+    end = 0
+    while end < len(url) and (url[end].isalnum() or (end and url[end] in "+.-")):
+        end += 1
+    rest = url[end:]
+    if rest.startswith("::"):
+        return False
+    if rest.startswith("://"):
+        return url[:end].lower() == "file"
+    colon, slash = url.find(":"), url.find("/")
+    return colon < 0 or 0 <= slash < colon
+
+
+def remote_args(command: str, url: str) -> list[str]:
+    """What goes between gitmail's own settings and the options of a fetch, push or ls-remote of `url`."""
+    if not is_local(url):
+        return [*TRANSPORT_CONFIG, "-c", "protocol.file.allow=never", command]
+    service = "receive-pack" if command == "push" else "upload-pack"
+    return [*TRANSPORT_CONFIG, command, f"--{service}={remote_program(service)}"]
+
+
+def remote_program(service: str) -> str:
+    """The shell command line git runs for upload-pack or receive-pack in a local remote: our own git, by its
+    path, with the remote side's settings and variables."""
+    config = [piece for setting in REMOTE_SIDE_CONFIG for piece in ("-c", setting)]
+    return " ".join([*REMOTE_SIDE_ENV, *(_quoted(word) for word in [git_path(), *config, service])])
+
+
+def local_transport_problem(url: str) -> str | None:
+    """Why git cannot be trusted with this URL on this machine; None when it can. Only git 2.54 cannot: it runs
+    hooks a repository's config defines, under names of the repository's choosing, and has no switch to stop
+    them."""
+    if not is_local(url) or git_version()[:2] != CONFIG_HOOKS_ONLY:
+        return None
+    return (
+        "git 2.54 would run hooks that the remote repository's config defines, and cannot be told not to; "
+        "sync with a path or file:// remote needs another git version (or reach the remote over ssh)"
+    )
+
+
+_found: dict[str, Any] = {}  # what git_path and git_version found, once per process
+
+
+def git_path() -> str:
+    """The git that PATH names (the one `spawn` runs), as an absolute path."""
+    if "path" not in _found:
+        for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+            candidate = os.path.join(os.path.abspath(folder or "."), "git")
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                _found["path"] = candidate
+                break
+        else:
+            raise MailboxError("git was not found on PATH; gitmail syncs with it")
+    return str(_found["path"])
+
+
+def git_version() -> tuple[int, ...]:
+    """The version of the git on PATH, as numbers ((2, 39, 5)); () when it cannot be told."""
+    if "version" not in _found:
+        try:
+            said = spawn([git_path(), "version"], environment()).stdout.decode(errors="replace").split()
+        except OSError:
+            said = []
+        numbers = []
+        for part in (said[2] if len(said) > 2 else "").split("."):
+            if not part.isdigit():
+                break
+            numbers.append(int(part))
+        _found["version"] = tuple(numbers)
+    return tuple(_found["version"])
+
+
+def _quoted(word: str) -> str:
+    """`word` for a POSIX shell."""
+    if word and all(c.isalnum() or c in "@%+=:,./-_" for c in word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+# -- reading objects ---------------------------------------------------------------------------------------------
+
+# What git says when it cannot read an object it has (a loose file cut short or garbled, a damaged pack): such an
+# object is treated as missing, where git would stop answering altogether.
+_UNREADABLE = r"corrupt|unable to (stream|unpack|parse|read)|inflate|bad object|hash mismatch|is empty|garbage at end"
+
+
+def unreadable_object(stderr: str) -> str | None:
+    """The object git names in a message saying it could not read it ("" when it names none); None when the
+    message is about something else."""
+    if not re.search(_UNREADABLE, stderr):
+        return None
+    named = re.search(r"\b[0-9a-f]{40}\b", stderr)
+    return named.group() if named else ""
+
+
+def cat_file(
+    git_dir: str | PathLike[str],
+    specs: Sequence[str],
+    damaged: set[str] | None = None,
+    *,
+    check: str | None = None,
+    limit: int | None = None,
+) -> list[bytes | None]:
+    """`git cat-file --batch` over these specs: each one's content, None where it names nothing, and where the
+    object is larger than `limit` bytes: git is stopped as soon as it announces one (having sent at most a pipe's
+    worth of it). An object git cannot read is answered None as a missing one is, and named in `damaged` (its id,
+    else the spec): git dies on it. After either, the requests left are asked of a new git, once per such object.
+    With `check` (a format), `--batch-check` instead: each answer is its line."""
+    where = str(git_dir)
+    batch = f"--batch-check={check}" if check is not None else "--batch"
+    argv = ["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, "cat-file", batch, "--buffer"]
+    results: list[bytes | None] = []
+    while len(results) < len(specs):
+        rest = specs[len(results) :]
+        watch = _Watch(limit) if limit is not None and check is None else None
+        try:
+            done = spawn(
+                argv,
+                environment(),
+                stdin="".join(s + "\n" for s in rest).encode(),
+                until=watch.feed if watch is not None else None,
+            )
+        except FileNotFoundError:
+            raise MailboxError("git was not found on PATH; gitmail reads the mailbox with it") from None
+        except OSError as error:
+            raise MailboxError(f"could not run git: {error.strerror or error}") from None
+        if watch is not None and watch.stopped:  # stopped at one too large: the whole answers before it, then None
+            results += [*_answers(done.stdout, watch.answered), None]
+            continue
+        answers = _answers(done.stdout, len(rest), check is not None)
+        if len(answers) == len(rest):
+            return results + answers
+        culprit: str | None = ""  # exited 0 all the same: it announced more bytes of an object than it gave
+        if done.returncode != 0:
+            culprit = unreadable_object(done.stderr.decode(errors="replace"))
+            if culprit is None:
+                raise GitFailed("cat-file", done.returncode, done.stderr.decode(errors="replace"))
+        results += [*answers, None]
+        if damaged is not None:
+            damaged.add(culprit or rest[len(answers)])
+    return results
+
+
+class _Watch:
+    """Follows `git cat-file --batch` output as it comes: how many answers are whole, and whether the next one
+    announced a size over the limit (then the output must be read no further)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.answered, self.stopped = limit, 0, False
+        self.header = b""  # the part of a header line not yet ended
+        self.skip = 0  # bytes of the current answer's content (and its newline) still to come
+
+    def feed(self, data: bytes) -> bool:
+        at = 0
+        while at < len(data):
+            if self.skip:
+                taken = min(self.skip, len(data) - at)
+                self.skip -= taken
+                at += taken
+                if not self.skip:
+                    self.answered += 1
+                continue
+            end = data.find(b"\n", at)
+            if end < 0:
+                self.header += data[at:]
+                return False
+            header, self.header = self.header + data[at:end], b""
+            at = end + 1
+            size = _size(header)
+            if size is None:
+                self.answered += 1
+            elif size > self.limit:
+                self.stopped = True
+                return True
+            else:
+                self.skip = size + 1  # its content and the newline after it
+        return False
 
 
 def _answers(out: bytes, count: int, check: bool = False) -> list[bytes | None]:
@@ -291,53 +577,6 @@ def _size(header: bytes) -> int | None:
     return int(fields[2]) if len(fields) == 3 and fields[2].isdigit() else None
 
 
-# What git says when it cannot read an object it has (a loose file cut short or garbled, a damaged pack): such an
-# object is treated as missing, where git would stop answering altogether.
-_UNREADABLE = r"corrupt|unable to (stream|unpack|parse|read)|inflate|bad object|hash mismatch|is empty|garbage at end"
-
-
-def unreadable_object(stderr: str) -> str | None:
-    """The object git names in a message saying it could not read it ("" when it names none); None when the
-    message is about something else."""
-    if not re.search(_UNREADABLE, stderr):
-        return None
-    named = re.search(r"\b[0-9a-f]{40}\b", stderr)
-    return named.group() if named else ""
-
-
-def cat_file(
-    git_dir: str | PathLike[str], specs: Sequence[str], damaged: set[str] | None = None, *, check: str | None = None
-) -> list[bytes | None]:
-    """`git cat-file --batch` over these specs: each one's content, None where it names nothing. An object git
-    cannot read is answered None as a missing one is, and named in `damaged` (its id, else the spec): git dies on
-    it, so the requests after it are asked again of a new git, once per such object. With `check` (a format),
-    `--batch-check` instead: each answer is its line."""
-    results: list[bytes | None] = []
-    while len(results) < len(specs):
-        rest = specs[len(results) :]
-        where = str(git_dir)
-        batch = f"--batch-check={check}" if check is not None else "--batch"
-        argv = ["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, "cat-file", batch, "--buffer"]
-        try:
-            done = spawn(argv, environment(), stdin="".join(s + "\n" for s in rest).encode())
-        except FileNotFoundError:
-            raise MailboxError("git was not found on PATH; gitmail reads the mailbox with it") from None
-        except OSError as error:
-            raise MailboxError(f"could not run git: {error.strerror or error}") from None
-        answers = _answers(done.stdout, len(rest), check is not None)
-        if len(answers) == len(rest):
-            return results + answers
-        culprit: str | None = ""  # exited 0 all the same: it announced more bytes of an object than it gave
-        if done.returncode != 0:
-            culprit = unreadable_object(done.stderr.decode(errors="replace"))
-            if culprit is None:
-                raise GitFailed("cat-file", done.returncode, done.stderr.decode(errors="replace"))
-        results += [*answers, None]
-        if damaged is not None:
-            damaged.add(culprit or rest[len(answers)])
-    return results
-
-
 # -- a reader kept running ---------------------------------------------------------------------------------------
 
 BATCH_CHUNK = 16_384  # bytes of requests written before their answers are read: well under a pipe's buffer, so
@@ -348,7 +587,8 @@ class BatchReader:
     """One `git cat-file --batch` kept running for a process that reads many times (the MCP server, a writer reading
     notes), so that each read costs a round trip through a pipe instead of a git process. It sees what the mailbox
     holds when it is asked: a ref in a request is resolved then, and git looks for new packs when an object is not
-    where it last looked. Thread-safe; a git that died is started again once per read."""
+    where it last looked. Thread-safe. A git that stops (it dies on an object it cannot read) is replaced, and the
+    request it stopped on is asked alone of a git whose messages are heard (`cat_file`)."""
 
     def __init__(self, git_dir: str | PathLike[str]) -> None:
         import _thread  # the threading module costs the hooks an import; a plain lock is all this needs
@@ -357,20 +597,23 @@ class BatchReader:
         self._lock = _thread.allocate_lock()
         self._process: _Piped | None = None
 
-    def read(self, specs: Sequence[str], damaged: set[str] | None = None) -> list[bytes | None]:
-        """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, or
-        where git cannot read the object (named in `damaged`, as `cat_file` does)."""
+    def read(
+        self, specs: Sequence[str], *, limit: int | None = None, damaged: set[str] | None = None
+    ) -> list[bytes | None]:
+        """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, where
+        the object is larger than `limit` bytes (then not one byte of it is read), or where git cannot read the
+        object (named in `damaged`, as `cat_file` does)."""
         if any("\n" in spec for spec in specs):
             raise ValueError("a cat-file request cannot hold a newline")
         with self._lock:
             results: list[bytes | None] = []
             while len(results) < len(specs):
                 try:
-                    self._read(specs[len(results) :], results)
+                    self._read(specs[len(results) :], limit, results)
                 except (OSError, ValueError, EOFError):  # the git behind it stopped: on the spec it was answering?
                     self._stop()
                     try:  # asked alone, of a git whose last words are heard: damage is answered None, else it fails
-                        results += cat_file(self.git_dir, [specs[len(results)]], damaged)
+                        results += cat_file(self.git_dir, [specs[len(results)]], damaged, limit=limit)
                     except MailboxError as error:
                         raise MailboxError(f"could not read the mailbox with git cat-file: {error}") from None
             return results
@@ -379,14 +622,20 @@ class BatchReader:
         with self._lock:
             self._stop()
 
-    def _read(self, specs: Sequence[str], results: list[bytes | None]) -> None:
-        """Answers into `results` as they come, so that a git that stops leaves those it gave."""
+    def _read(self, specs: Sequence[str], limit: int | None, results: list[bytes | None]) -> None:
+        """Answers into `results` as they come, so that a git that stops leaves those it gave; up to and including
+        the first one too large (its content is never read: this git goes, and a new one answers the rest)."""
         process = self._running()
         for chunk in _chunks(specs):
             process.stdin.write("".join(spec + "\n" for spec in chunk).encode())
             process.stdin.flush()
             for _ in chunk:
-                results.append(_answer(process.stdout))
+                answer = _answer(process.stdout, limit)
+                if answer is TOO_LARGE:
+                    self._stop()
+                    results.append(None)
+                    return
+                results.append(answer if isinstance(answer, bytes) else None)
 
     def _running(self) -> _Piped:
         if self._process is None or not self._process.alive():
@@ -461,13 +710,18 @@ def _chunks(specs: Sequence[str]) -> Iterator[Sequence[str]]:
         yield specs[start:]
 
 
-def _answer(stdout: Any) -> bytes | None:
+TOO_LARGE = object()  # an answer larger than the reader would read
+
+
+def _answer(stdout: Any, limit: int | None = None) -> bytes | None | object:
     header = stdout.readline()
     if not header.endswith(b"\n"):
         raise EOFError("git cat-file stopped answering")
     size = _size(header[:-1])
     if size is None:
         return None
+    if limit is not None and size > limit:
+        return TOO_LARGE
     data = stdout.read(size + 1)
     if len(data) != size + 1:
         raise EOFError("git cat-file stopped answering")

@@ -9,15 +9,19 @@ Inside the mailbox's own folder (`gitmail/`):
 | stamps/<repo ref>, stamps/_broadcast | the id of the latest message written for that repo (all repos' broadcasts) |
 | stamps/_claims | changes when which repository uses which name changes |
 | sessions/<host>-<session>.stamps | `stamps_line` as the session last saw it |
+| sessions/<host>-<session>.top | the work tree the session's repository was found for (its top folder) |
 | sessions/<host>-<session>.turn | "busy" from a prompt or a tool call until the turn ends, else "idle" |
+| sessions/<host>-<session>.live | `pid ticks`: the host process and its start time (written at session start) |
 | sessions/<host>-<session>.json | the session's record (sessions.py); hook.sh copies a kept one in |
-| cache/<host>-<repo ref>.key | `kept_key`: the key a kept session-start answer was made under |
-| cache/<host>-<repo ref>.record, .out | the session record and the answer to use when the key matches |
-| cache/<host>-<repo ref>.due | when an automatic sync is due (its modification time) |
+| cache/<host>-<work tree>.key | `kept_key`: the key a kept session-start answer was made under |
+| cache/<host>-<work tree>.record, .out | the session record and the answer to use when the key matches |
+| cache/<host>-<work tree>.due | when an automatic sync is due (its modification time) |
 
-A repo's ref is its name as refs spell it (`RepoName.ref`); hook.sh spells the names made of ASCII letters,
-digits, '.', '-' and '_' itself and leaves every other name to Python. A session id gitmail uses as a file name is
-made of `SESSION_CHARS` only.
+hook.sh never names a repository itself: Python does (a worktree's name is its repository's, gitmail.name may
+choose another), and the stamps line it writes starts with the repo's ref (`RepoName.ref`), which hook.sh reads back
+when the session is still in the work tree `.top` names. Kept answers are filed under their work tree's path,
+spelled by `tree_name` (hook.sh spells it the same way, and leaves any other path to Python). A session id gitmail
+uses as a file name is made of `SESSION_CHARS` only.
 """
 
 from __future__ import annotations
@@ -73,13 +77,25 @@ class SessionFiles(NamedTuple):
     record: Path  # .json
     stamps: Path  # .stamps
     turn: Path  # .turn
+    top: Path  # .top
+    live: Path  # .live
+    held: Path  # .held: there while low-urgency mail waits for the next prompt (hook.sh then runs Python)
 
 
 def session_files(mailbox: Path, stem: str) -> SessionFiles:
-    base = folder(mailbox, SESSIONS) / stem
-    return SessionFiles(
-        base.with_name(f"{stem}.json"), base.with_name(f"{stem}.stamps"), base.with_name(f"{stem}.turn")
-    )
+    where = folder(mailbox, SESSIONS)
+    return SessionFiles(*(where / f"{stem}.{suffix}" for suffix in ("json", "stamps", "turn", "top", "live", "held")))
+
+
+_TREE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def tree_name(top: str) -> str | None:
+    """A work tree's path as a file name: '/' as %2F, letters, digits, '.', '-' and '_' as they are; None for a
+    path with any other character (hook.sh leaves those to Python)."""
+    if not set(top) <= _TREE_CHARS | {"/"}:
+        return None
+    return top.replace("/", "%2F")
 
 
 class Kept(NamedTuple):
@@ -89,9 +105,10 @@ class Kept(NamedTuple):
     due: Path
 
 
-def kept(mailbox: Path, host: str, ref: str) -> Kept:
+def kept(mailbox: Path, host: str, tree: str) -> Kept:
+    """The kept answer's files for a work tree (by `tree_name`)."""
     where = folder(mailbox, CACHE)
-    return Kept(*(where / f"{host}-{ref}.{suffix}" for suffix in ("key", "record", "out", "due")))
+    return Kept(*(where / f"{host}-{tree}.{suffix}" for suffix in ("key", "record", "out", "due")))
 
 
 def kept_key(stamps: str, claims: str, *, watch: bool) -> str:

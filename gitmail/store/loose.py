@@ -22,14 +22,22 @@ from pathlib import Path
 from gitmail.store import refs
 
 ELSEWHERE = object()  # not answerable from loose objects: ask git
-_DAMAGED = (b"", b"")  # a loose file that cannot be read: the object is unreadable here
+TOO_LARGE = object()  # larger than the reader would read: not read, and not to be asked of git either
+HEADER_READ = 256  # compressed bytes read to learn an object's type and size (its header is well under 64 bytes)
+# A commit up to this size is read whole even where only its first line is wanted, so that one cut short is found
+# damaged as git would find it; a larger one (mail from elsewhere, over every limit) is not read past that line.
+WHOLE_COMMIT = 1 << 18
+_DAMAGED = object()  # a loose file that cannot be read whole, of an object no pack holds: unreadable here
 
 
-def read(mailbox: Path, specs: Sequence[str], damaged: set[str] | None = None) -> list[bytes | None | object]:
+def read(
+    mailbox: Path, specs: Sequence[str], *, limit: int | None = None, damaged: set[str] | None = None
+) -> list[bytes | None | object]:
     """The content each spec names (None: it names nothing, as cat-file's "missing", or what it names is damaged),
-    or ELSEWHERE. The ids of damaged objects met on the way are added to `damaged`."""
+    ELSEWHERE, or TOO_LARGE when the object it names is larger than `limit` bytes (nothing of it is read past its
+    header). The ids of damaged objects met on the way are added to `damaged`."""
     reader = _Loose(mailbox)
-    found = [reader.spec(spec) for spec in specs]
+    found = [reader.spec(spec, limit) for spec in specs]
     if damaged is not None:
         damaged.update(reader.damaged)
     return found
@@ -39,31 +47,32 @@ class _Loose:
     def __init__(self, mailbox: Path) -> None:
         self.objects = os.path.join(mailbox, "objects")
         self.mailbox = mailbox
-        self.cache: dict[str, tuple[bytes, bytes] | None] = {}
+        self.cache: dict[str, tuple[bytes, bytes] | None | object] = {}
         self.trees: dict[str, dict[bytes, str]] = {}  # tree id -> its entries by name
         self.refs: dict[str, str | None] = {}
         self.damaged: set[str] = set()
 
-    def spec(self, spec: str) -> bytes | None | object:
+    def spec(self, spec: str, limit: int | None = None) -> bytes | None | object:
         name, colon, path = spec.partition(":")
         peel_tree = name.endswith("^{tree}")
         name = name.removesuffix("^{tree}")
         oid = name if _is_oid(name) else self.ref(name) if name.startswith("refs/") else None
         if oid is None:
             return ELSEWHERE if not name.startswith("refs/") else None  # a ref that is not there names nothing
-        found = self.object(oid)
-        if found is None or found is _DAMAGED:
-            return ELSEWHERE if found is None else None
+        parts = [p for p in path.split("/") if p] if colon else []
+        found = self.object(oid, None if peel_tree or colon else limit, head=peel_tree or bool(colon))
+        if not isinstance(found, tuple):
+            return _unread(found)
         kind, data = found
         if peel_tree or colon:
             if kind != b"commit":
                 return ELSEWHERE
-            oid = data[5:45].decode(errors="replace")  # "tree <id>" is a commit's first line
-            found = self.object(oid)
-            if found is None or found is _DAMAGED:
-                return ELSEWHERE if found is None else None
+            oid = data[5:45].decode(errors="replace")  # "tree <id>" is a commit's first line (all of it read)
+            found = self.object(oid, None if parts else limit)
+            if not isinstance(found, tuple):
+                return _unread(found)
             kind, data = found
-        for part in [p for p in path.split("/") if p] if colon else []:
+        for number, part in enumerate(parts):
             if kind != b"tree":
                 return None  # a path through something that is not a folder names nothing
             if oid not in self.trees:
@@ -72,25 +81,37 @@ class _Loose:
             if entry is None:
                 return None
             oid = entry
-            found = self.object(entry)
-            if found is None or found is _DAMAGED:
-                return ELSEWHERE if found is None else None
+            found = self.object(entry, limit if number == len(parts) - 1 else None)
+            if not isinstance(found, tuple):
+                return _unread(found)
             kind, data = found
-        return data
+        return bytes(data)  # the same object: bytes(b) is b
 
     def ref(self, name: str) -> str | None:
         if name not in self.refs:
             self.refs[name] = refs.resolve(self.mailbox, [name]).get(name)
         return self.refs[name]
 
-    def object(self, oid: str) -> tuple[bytes, bytes] | None:
-        """(type, content) of a loose object; None when it is not loose here, _DAMAGED when its file cannot be
-        read whole and no pack holds it either."""
+    def object(self, oid: str, limit: int | None = None, *, head: bool = False) -> tuple[bytes, bytes] | None | object:
+        """(type, content) of a loose object; None when it is not loose here; TOO_LARGE when it is larger than
+        `limit` bytes (only its header is read); _DAMAGED when its file cannot be read whole and no pack holds it
+        either. With `head`, a commit larger than WHOLE_COMMIT is read only to its first line (a message's commit holds
+        the whole message: it is read only to find the message's tree)."""
         if oid in self.cache:
             return self.cache[oid]
-        found: tuple[bytes, bytes] | None = None
+        found: tuple[bytes, bytes] | None | object = None
         try:
             with open(os.path.join(self.objects, oid[:2], oid[2:]), "rb") as handle:
+                if limit is not None or head:
+                    start = _start(handle.read(HEADER_READ))
+                    header, nul, rest = start.partition(b"\0")
+                    kind, _, size = header.partition(b" ")
+                    if nul and size.isdigit() and limit is not None and int(size) > limit:
+                        return TOO_LARGE  # not cached: a later request may take it whole
+                    if nul and head and kind == b"commit" and rest[:5] == b"tree " and len(rest) >= 45:
+                        if size.isdigit() and int(size) > WHOLE_COMMIT:
+                            return (kind, rest[:45])  # not cached either: it is not the whole commit
+                    handle.seek(0)
                 data = handle.read()
         except OSError:
             data = None  # not loose (packed, or gone): git says which
@@ -101,6 +122,23 @@ class _Loose:
                 found = _DAMAGED
         self.cache[oid] = found
         return found
+
+
+def _unread(found: object) -> object:
+    """What a spec answers when an object on its way is not read here: ELSEWHERE (ask git) when it is not loose,
+    None when it is damaged (it names nothing), TOO_LARGE as it is."""
+    return ELSEWHERE if found is None else None if found is _DAMAGED else found
+
+
+def _start(data: bytes) -> bytes:
+    """What the first compressed bytes of a loose object file inflate to (at most 128 bytes: its header and what
+    follows it); b"" when they are not zlib (the whole file is then read, and found damaged or not)."""
+    import zlib
+
+    try:
+        return zlib.decompressobj().decompress(data, 128)
+    except zlib.error:
+        return b""
 
 
 _KINDS = (b"blob", b"tree", b"commit", b"tag")
@@ -119,9 +157,38 @@ def _parse(data: bytes) -> tuple[bytes, bytes] | None:
     return (kind, content) if size.isdigit() and int(size) == len(content) and kind in _KINDS else None
 
 
+def _whole(path: str) -> bool:
+    """Whether a loose object file can be read whole, as `_parse` reads it, inflated a piece at a time: a large
+    object is never held in memory (`gitmail doctor` checks every file, a message too large to read among them)."""
+    import zlib
+
+    inflater = zlib.decompressobj()
+    start, size, pending = b"", 0, b""
+    try:
+        with open(path, "rb") as handle:
+            while not inflater.eof:
+                fresh = b"" if pending else handle.read(_PIECE)
+                out = inflater.decompress(pending or fresh, _PIECE)
+                pending = inflater.unconsumed_tail
+                if not (out or pending or fresh):
+                    break  # the file ended before its zlib stream did
+                if b"\0" not in start and len(start) < 64:  # the header ("blob 1234\0") is in the first bytes
+                    start += out[:64]
+                size += len(out)
+    except (OSError, zlib.error):
+        return False
+    header, nul, _ = start.partition(b"\0")
+    kind, _, announced = header.partition(b" ")
+    whole = inflater.eof and bool(nul) and kind in _KINDS and announced.isdigit()
+    return whole and int(announced) == size - len(header) - 1
+
+
+_PIECE = 1 << 16  # bytes read and inflated at a time when a loose file is only checked
+
+
 def damaged_files(mailbox: Path) -> list[str]:
     """The id of every loose object file that cannot be read whole (whether or not a pack holds the object too):
-    what `git fsck` calls corrupt. Reads every loose object: for `gitmail doctor`."""
+    what `git fsck` calls corrupt. Reads every loose object (a piece at a time): for `gitmail doctor`."""
     objects = os.path.join(mailbox, "objects")
     found = []
     try:
@@ -133,21 +200,21 @@ def damaged_files(mailbox: Path) -> list[str]:
             names = sorted(n for n in os.listdir(os.path.join(objects, folder)) if _is_oid(folder + n))
         except OSError:
             continue
-        for name in names:
-            try:
-                with open(os.path.join(objects, folder, name), "rb") as handle:
-                    whole = _parse(handle.read()) is not None
-            except OSError:
-                whole = False
-            if not whole:
-                found.append(folder + name)
+        found += [folder + name for name in names if not _whole(os.path.join(objects, folder, name))]
     return found
 
 
 def damaged(mailbox: Path, oids: Sequence[str]) -> set[str]:
     """Which of these objects are loose files that cannot be read whole (and are in no pack)."""
-    reader = _Loose(mailbox)
-    return {oid for oid in oids if _is_oid(oid) and reader.object(oid) is _DAMAGED}
+    objects = os.path.join(mailbox, "objects")
+    return {
+        oid
+        for oid in oids
+        if _is_oid(oid)
+        and os.path.exists(path := os.path.join(objects, oid[:2], oid[2:]))
+        and not _whole(path)
+        and not packed(objects, oid)
+    }
 
 
 def packed(objects: str, oid: str) -> bool:

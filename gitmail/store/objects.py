@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import NamedTuple
+from pathlib import Path
+from typing import IO, NamedTuple
 
-from gitmail.errors import MailboxError, Transient
+from gitmail.errors import MailboxError, Transient, UsageError
 from gitmail.store import gitcmd, loose, refs
 from gitmail.store.files import sync_directory, unwritable
 from gitmail.store.repository import Store
+from gitmail.values import sshsig
 from gitmail.values.layout import email
 from gitmail.values.message import DOCUMENT_NAME, Message
 from gitmail.values.names import RepoName
@@ -34,6 +37,7 @@ else:
         from hashlib import sha1 as _sha1
 
 BLOB, TREE = "100644", "40000"
+_CHUNK = 1 << 20  # bytes of a file read, hashed and compressed at a time
 
 
 class Gone(MailboxError):
@@ -58,6 +62,7 @@ class Objects:
         self.store, self.path = store, store.path
         self._folders: set[str] = set()  # object folders written to: each synced once, when the write is done
         self._reader: gitcmd.BatchReader | None = None  # one git cat-file for every read of this write
+        self.sign: Callable[[bytes], str | None] | None = None  # signs every commit written (the writer's key)
 
     def close(self) -> None:
         if self._reader is not None:
@@ -67,11 +72,11 @@ class Objects:
     def read(self, specs: Sequence[str]) -> list[bytes | None]:
         """As `Store.read`: what is loose directly, the rest through one git cat-file kept for the write; a damaged
         object reads as missing."""
-        found = loose.read(self.path, specs, self.store.damaged)
+        found = loose.read(self.path, specs, damaged=self.store.damaged)
         rest = [spec for spec, got in zip(specs, found, strict=True) if got is loose.ELSEWHERE]
         if rest and self._reader is None:
             self._reader = gitcmd.BatchReader(self.path)
-        answers = iter(self._reader.read(rest, self.store.damaged) if rest and self._reader else [])
+        answers = iter(self._reader.read(rest, damaged=self.store.damaged) if rest and self._reader else [])
         return [next(answers) if got is loose.ELSEWHERE else got if isinstance(got, bytes) else None for got in found]
 
     def write(self, kind: str, content: bytes) -> str:
@@ -79,46 +84,93 @@ class Objects:
         which the next packing folds in; there but damaged (a torn file), it is written whole over the damage."""
         data = f"{kind} {len(content)}\0".encode() + content
         oid = _sha1(data).hexdigest()
-        folder = self.path / "objects" / oid[:2]
-        target = folder / oid[2:]
-        heal = False
-        if target.exists():
-            if not loose.damaged(self.path, [oid]):
-                return oid
-            heal = True
+        heal = (self.path / "objects" / oid[:2] / oid[2:]).exists()
+        if heal and not loose.damaged(self.path, [oid]):
+            return oid
         import zlib  # here: readers never need it
 
-        temporary = folder / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
-        try:
-            folder.mkdir(exist_ok=True)
+        temporary = self.path / "objects" / oid[:2] / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
+        with self._writing(temporary):
+            temporary.parent.mkdir(exist_ok=True)
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
             try:
-                os.write(fd, zlib.compress(data, 1))
+                _write_all(fd, zlib.compress(data, 1))
                 os.fsync(fd)  # a reported send survives power loss, not only crashes
             finally:
                 os.close(fd)
-            if heal:
-                os.replace(temporary, target)  # this object's bytes, whole, where a damaged copy was
-            else:
-                try:
-                    os.link(temporary, target)
-                except FileExistsError:
-                    pass  # a concurrent writer of the same content: the same object
-                except OSError as error:
-                    if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-                        raise
-                    os.replace(temporary, target)  # a file system without hard links (exFAT, FAT)
-            temporary.unlink(missing_ok=True)
+            self._link(temporary, oid, heal=heal)
+        return oid
+
+    def write_file(self, source: IO[bytes], size: int, label: str) -> str:
+        """A blob of a file's content, read from where `source` stands to its end, which must be `size` bytes
+        away: hashed, compressed and written a chunk at a time, so a large attachment is never held in memory. A
+        file that changed size meanwhile is refused (a usage error naming `label`), leaving nothing behind; one
+        already here is not written again (nor synced to disk), nor read to learn whether its file is damaged
+        (`gitmail doctor` finds that)."""
+        import zlib
+
+        header = f"blob {size}\0".encode()
+        digest, packer = _sha1(header), zlib.compressobj(1)
+        temporary = self.path / "objects" / f"tmp_obj_{os.getpid()}_{os.urandom(4).hex()}"
+        with self._writing(temporary):
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+            try:
+                _write_all(fd, packer.compress(header))
+                left = size
+                while left > 0:
+                    chunk = source.read(min(left, _CHUNK))
+                    if not chunk:
+                        break
+                    digest.update(chunk)
+                    _write_all(fd, packer.compress(chunk))
+                    left -= len(chunk)
+                if left or source.read(1):
+                    raise UsageError(f"{label} changed while it was being attached; attach it again")
+                _write_all(fd, packer.flush())
+                oid = digest.hexdigest()
+                here = (self.path / "objects" / oid[:2] / oid[2:]).exists()
+                if not here:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if not here:
+                self._link(temporary, oid)
+        return oid
+
+    def _link(self, temporary: Path, oid: str, *, heal: bool = False) -> None:
+        """Give a written (and synced) temporary object file its name; with `heal`, in place of a damaged file of
+        the same object."""
+        folder = self.path / "objects" / oid[:2]
+        target = folder / oid[2:]
+        folder.mkdir(exist_ok=True)
+        if heal:
+            os.replace(temporary, target)  # this object's bytes, whole, where a damaged copy was
+            self._folders.add(oid[:2])
+            return
+        try:
+            os.link(temporary, target)
+        except FileExistsError:
+            pass  # a concurrent writer of the same content: the same object
         except OSError as error:
+            if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+            os.replace(temporary, target)  # a file system without hard links (exFAT, FAT)
+        self._folders.add(oid[:2])
+
+    @contextmanager
+    def _writing(self, temporary: Path) -> Iterator[None]:
+        """Remove the temporary file however the write ends; say in one line why the file system refused it."""
+        try:
+            yield
+        except OSError as error:
+            if error.errno == errno.ENOENT:  # a concurrent prune removed the object folder
+                raise Transient(f"the mailbox at {self.path} changed during the write: {error}") from None
+            raise unwritable(self.path, error) from None
+        finally:
             try:
                 temporary.unlink(missing_ok=True)
             except OSError:
                 pass
-            if error.errno == errno.ENOENT:  # a concurrent prune removed the object folder
-                raise Transient(f"the mailbox at {self.path} changed during the write: {error}") from None
-            raise unwritable(self.path, error) from None
-        self._folders.add(oid[:2])
-        return oid
 
     def settle(self) -> None:
         """Make the names of every object written so far survive power loss (before any ref names them)."""
@@ -142,12 +194,22 @@ class Objects:
         """A commit of `tree`, authored and committed by `who` at `when` (now when not given)."""
         stamp = ident(who, when or datetime.now(UTC))
         lines = [f"tree {tree}", *(f"parent {p}" for p in parents), f"author {stamp}", f"committer {stamp}"]
-        return self.write("commit", ("\n".join(lines) + "\n\n" + text).encode())
+        content = ("\n".join(lines) + "\n\n" + text).encode()
+        signature = self.sign(content) if self.sign is not None else None
+        if signature is not None:  # a gpgsig header, as `git commit -S` with an SSH key writes it
+            content = sshsig.add_signature(content, signature)
+        return self.write("commit", content)
 
     def commit(self, message: Message, parents: Sequence[str] = ()) -> str:
-        """The message's blob, tree and commit."""
+        """The message's blob, tree and commit; its attachments' blobs (written already) in a folder of the tree."""
         blob = self.write("blob", message.document())
-        tree = self.tree([Entry(BLOB, DOCUMENT_NAME, blob)])
+        entries = [Entry(BLOB, DOCUMENT_NAME, blob)]
+        if message.attachments:
+            from gitmail.values.attachments import FOLDER
+
+            attached = self.tree([Entry(BLOB, a.name, a.blob) for a in message.attachments])
+            entries.append(Entry(TREE, FOLDER, attached))
+        tree = self.tree(entries)
         return self.commit_of(tree, parents, message.commit_message(), who=message.sender, when=message.date)
 
     def record(self, text: str, *, who: RepoName) -> str:
@@ -271,6 +333,12 @@ class Objects:
 
     def target(self, ref: str) -> str | None:
         return refs.resolve(self.path, [ref]).get(ref)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def ident(who: RepoName, when: datetime) -> str:

@@ -250,21 +250,22 @@ class Store:
             rows.append((oid, [d for d in decorations.split(", ") if d]))
         return rows
 
-    def read(self, specs: Sequence[str]) -> list[bytes | None]:
-        """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, or
-        where what it names cannot be read (a damaged object: its id is added to `damaged`). What is loose is read
-        directly (loose.py); only the rest costs a `git cat-file`."""
+    def read(self, specs: Sequence[str], *, limit: int | None = None) -> list[bytes | None]:
+        """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, where
+        the object is larger than `limit` bytes (nothing of it past its size is read then), or where what it names
+        cannot be read (a damaged object: its id is added to `damaged`). What is loose is read directly (loose.py);
+        only the rest costs a `git cat-file`."""
         if not specs:
             return []
-        found = loose.read(self.path, specs, self.damaged)
+        found = loose.read(self.path, specs, limit=limit, damaged=self.damaged)
         rest = [spec for spec, got in zip(specs, found, strict=True) if got is loose.ELSEWHERE]
-        answers = iter(self._cat_file(rest) if rest else [])
+        answers = iter(self._cat_file(rest, limit) if rest else [])
         return [next(answers) if got is loose.ELSEWHERE else got if isinstance(got, bytes) else None for got in found]
 
-    def _cat_file(self, specs: Sequence[str]) -> list[bytes | None]:
+    def _cat_file(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
         if self._reader is not None:
-            return self._reader.read(specs, self.damaged)
-        return gitcmd.cat_file(self.path, specs, self.damaged)
+            return self._reader.read(specs, limit=limit, damaged=self.damaged)
+        return gitcmd.cat_file(self.path, specs, self.damaged, limit=limit)
 
     def keep_reading(self) -> None:
         """For a process that reads this mailbox many times (the MCP server): keep one `git cat-file` running for

@@ -1,13 +1,20 @@
-"""What each running session has been told: a small record per session, beside the mailbox, never in its history.
+"""The sessions the hooks have seen on this machine: a small record per session, beside the mailbox, never in its
+history (sessions are this machine's, and so is what they were told).
 
-A session is keyed by its host and the host's session id. Its record says which messages it already knows of
-(shown, or counted in a "showing N of M" line), which stamps it last saw, how often its turn was continued and
-when it was last woken. Parallel tool calls of one session run their hooks at once, so a record is read and
-written under its own lock. Records of sessions that ended without notice are removed once they are a week old.
+A session is keyed by its host and the host's session id. Its record says which repository it works for, which
+messages it already knows of (shown, or counted in a "showing N of M" line) and which it was shown whole, which
+stamps it last saw, how often its turn was continued and when it was last woken, the name and the one-line card it
+chose, and when and why it ended. Parallel tool calls of one session run their hooks at once, so a record is read
+and written under its own lock. Records are removed a week after their session was last heard from.
 
-Two small files beside the record serve hook.sh, which reads and writes them with shell built-ins (hookfiles.py):
-`.stamps` (the stamps the session last saw) and `.turn` (whether it is in a turn). The turn lives only in that
-file, because most hook calls never start Python: the record reads it when loaded and writes it when saved.
+Files beside the record serve hook.sh, which reads and writes them with shell built-ins (hookfiles.py): `.stamps`,
+`.top` (the work tree), `.turn` (whether it is in a turn), `.live` (the host process and its start time) and `.held`
+(low-urgency mail waits for the next prompt). The turn lives only in its file, because most hook calls never start
+Python: the record reads it when loaded and writes it when saved.
+
+Whether a session is still there is never guessed from a timestamp a crash leaves behind: the host process it ran
+in is recorded with its start time, and is asked (through /proc) whether it still runs; a session end the host
+reports ends it too. Where no process can be asked (no /proc), the state is said to be unchecked.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gitmail.store import hookfiles
 from gitmail.store.files import read_line, write_line
@@ -27,15 +34,18 @@ from gitmail.store.lock import Deadline
 
 STALE_AFTER = 7 * 24 * 3600.0
 CLEAN_EVERY = 3600.0
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "busybox", "env", "timeout"})  # what a hook runs through
 key = hookfiles.session_key
 
 
 class Record:
-    """One session's record, loaded under its lock; `save` writes it back."""
+    """One session's record, loaded under its lock; saved when the block that holds it ends."""
 
     def __init__(self, path: Path, data: dict[str, Any], turn: bool = False) -> None:
         self.path, self.data = path, data
         self.turn = turn  # in a turn: from a prompt or a tool call until the turn ends
+        self.top: str | None = None  # set: the work tree hook.sh compares with before it reads the stamps
+        self.held: bool | None = None  # set: whether low-urgency mail waits for the next prompt
         self.unsaved: OSError | None = None  # why the record could not be written back, once the block is over
 
     @property
@@ -47,7 +57,7 @@ class Record:
 
     @property
     def shown(self) -> set[str]:
-        """Messages whose text this session was shown (what `gitmail done --all` may archive for it)."""
+        """Messages this session was shown whole (what `gitmail done --all` may archive for it)."""
         return set(self.data.get("shown", []))
 
     def show(self, ids: set[str]) -> None:
@@ -74,14 +84,20 @@ class Record:
 
 
 @contextmanager
-def record(mailbox: Path, host: str, session_id: str, deadline: Deadline) -> Iterator[Record | None]:
+def record(
+    mailbox: Path, host: str, session_id: str, deadline: Deadline, *, create: bool = True
+) -> Iterator[Record | None]:
     """The session's record, locked for this block and saved after it; None when it cannot be had (a bad id, a
-    read-only mailbox, or a parallel hook of the same session holding it past the deadline)."""
+    read-only mailbox, a parallel hook of the same session holding it past the deadline, or, without `create`, a
+    session with no record yet)."""
     name = key(host, session_id)
     if name is None:
         yield None
         return
     files = hookfiles.session_files(mailbox, name)
+    if not create and not files.record.exists():
+        yield None
+        return
     try:
         files.record.parent.mkdir(mode=0o700, exist_ok=True)
         fd = os.open(files.record, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -103,12 +119,20 @@ def record(mailbox: Path, host: str, session_id: str, deadline: Deadline) -> Ite
         data.pop("turn", None)  # kept in the turn file only
         entry = Record(files.record, data, turn=read_line(files.turn) == hookfiles.BUSY)
         fresh = not raw.strip()
+        if fresh:
+            entry.data["started"] = time.time()
         yield entry
         entry.data["touched"] = time.time()
         try:
             _save(fd, json.dumps(entry.data, sort_keys=True).encode(), raw)
             write_line(files.stamps, entry.stamps)
             write_line(files.turn, hookfiles.BUSY if entry.turn else hookfiles.IDLE)
+            if entry.top is not None:
+                write_line(files.top, entry.top)
+            if entry.held:
+                write_line(files.held, "low")
+            elif entry.held is not None:
+                files.held.unlink(missing_ok=True)
         except OSError as error:  # a full disk: the caller says what was not recorded
             entry.unsaved = error
         if fresh:
@@ -142,48 +166,219 @@ def _write_at_start(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def current() -> tuple[str, str] | None:
-    """The host and session a command runs in, when the host says (Claude Code and Codex name it to the shell
-    commands a session runs)."""
-    for variable, host in (("CLAUDE_CODE_SESSION_ID", "claude"), ("CODEX_SESSION_ID", "codex")):
-        session = os.environ.get(variable)
-        if session and key(host, session):
-            return host, session
-    return None
-
-
 def shown(mailbox: Path, host: str, session_id: str) -> set[str]:
-    """What a session was shown, read without waiting for its lock (a snapshot is enough)."""
-    name = key(host, session_id)
-    try:
-        data = json.loads(hookfiles.session_files(mailbox, name).record.read_bytes()) if name else {}
-    except (OSError, ValueError):
-        return set()
-    return {str(i) for i in data.get("shown", [])} if isinstance(data, dict) else set()
+    """What a session was shown whole, read without waiting for its lock (a snapshot is enough)."""
+    data = _data(mailbox, host, session_id)
+    return {str(i) for i in data.get("shown", [])}
 
 
 def saw(mailbox: Path, host: str, session_id: str, ids: set[str]) -> None:
     """The session read these messages whole (`gitmail show` in it): they count as shown to it."""
-    if (
-        key(host, session_id) is None
-        or not (hookfiles.folder(mailbox, hookfiles.SESSIONS) / f"{host}-{session_id}.json").exists()
-    ):
-        return  # a session the hooks never saw keeps no record
-    with record(mailbox, host, session_id, Deadline(1.0)) as found:
+    with record(mailbox, host, session_id, Deadline(1.0), create=False) as found:
         if found is not None:
             found.show(ids)
 
 
-def forget(mailbox: Path, host: str, session_id: str) -> None:
-    """The session ended: its record goes."""
+def ended(mailbox: Path, host: str, session_id: str, reason: str) -> None:
+    """The host said the session ended (its record stays a while, marked, so mail to it is not stranded)."""
+    with record(mailbox, host, session_id, Deadline(1.0), create=False) as found:
+        if found is not None:
+            found.set("ended", time.time())
+            found.set("end_reason", reason or "ended")
+
+
+def describe(mailbox: Path, host: str, session_id: str, *, name: str | None, card: str | None) -> None:
+    """Set the name and/or the card a session chose."""
+    with record(mailbox, host, session_id, Deadline(2.0), create=False) as found:
+        if found is None:
+            return
+        if name is not None:
+            found.set("name", name)
+        if card is not None:
+            found.set("card", card)
+
+
+def resumed(found: Record) -> None:
+    """The session started again (resumed, cleared, compacted): it is not ended."""
+    found.data.pop("ended", None)
+    found.data.pop("end_reason", None)
+
+
+def note_live(mailbox: Path, host: str, session_id: str, *, unless_known: bool = False) -> None:
+    """Record the host process this session runs in, as hook.sh does at a session start it answers itself.
+    `unless_known`: only when none is recorded yet (a session first seen after its start: the mailbox did not exist
+    then)."""
     name = key(host, session_id)
     if name is None:
         return
-    for file in hookfiles.session_files(mailbox, name):
-        try:
-            file.unlink()
-        except OSError:
-            pass
+    live = hookfiles.session_files(mailbox, name).live
+    if unless_known and live.exists():
+        return
+    found = host_process()
+    if found is None:
+        return
+    try:
+        write_line(live, f"{found[0]} {found[1]}")
+    except OSError:
+        pass
+
+
+def introduce(mailbox: Path, host: str, session_id: str, *, repo: str, top: str | None) -> None:
+    """Record a session that runs a gitmail command before any hook of it could: it started before this mailbox
+    existed. Its process is the command's host."""
+    with record(mailbox, host, session_id, Deadline(2.0)) as found:
+        if found is None:
+            return
+        found.set("repo", repo)
+        if top is not None:
+            found.top = top
+    note_live(mailbox, host, session_id, unless_known=True)
+
+
+# -- who is here ------------------------------------------------------------------------------------------------
+
+
+class Info(NamedTuple):
+    """One session as `gitmail sessions` shows it."""
+
+    host: str
+    id: str
+    repo: str  # its repository's mailbox name ("" when no hook of it has run in a repository)
+    top: str  # the work tree it works in
+    name: str  # the name it chose ("" when none)
+    card: str  # its one-line card ("" when none)
+    started: float  # when its hooks first saw it
+    active: float  # when it was last heard from
+    ended: float | None  # when it ended, if it did
+    end_reason: str
+    state: str  # "live" (in a turn), "idle", or "ended"
+    checked: bool  # whether its process could be asked (else the state rests on what its hooks last said)
+    pid: int | None
+    watch: bool  # its start asked to be woken when mail arrives (Claude Code's wake hook is installed)
+
+    @property
+    def key(self) -> str:
+        return f"{self.host}:{self.id}"
+
+
+def listing(mailbox: Path, repo: str | None = None) -> list[Info]:
+    """Every session with a record (of one repo, or of every repo), oldest first."""
+    folder = hookfiles.folder(mailbox, hookfiles.SESSIONS)
+    try:
+        names = [n[: -len(".json")] for n in os.listdir(folder) if n.endswith(".json")]
+    except OSError:
+        return []
+    found = [info for name in names if (info := _info(mailbox, name, repo)) is not None]
+    return sorted(found, key=lambda i: (i.started, i.id))
+
+
+def info(mailbox: Path, host: str, session_id: str) -> Info | None:
+    name = key(host, session_id)
+    return _info(mailbox, name) if name is not None else None
+
+
+def _info(mailbox: Path, name: str, repo: str | None = None) -> Info | None:
+    host, _, session_id = name.partition("-")
+    files = hookfiles.session_files(mailbox, name)
+    data = _read(files.record)
+    if data is None or (repo is not None and data.get("repo") != repo):
+        return None
+    turn, live, top = read_line(files.turn), read_line(files.live), read_line(files.top)
+    active = max(
+        float(data.get("touched", 0) or 0), _mtime(files.turn), _mtime(files.stamps), float(data.get("started", 0) or 0)
+    )
+    pid, ticks = _numbers(live)
+    running = alive(pid, ticks) if pid is not None else None
+    ended_at = data.get("ended")
+    ended = float(ended_at) if isinstance(ended_at, (int, float)) else None
+    reason = str(data.get("end_reason", ""))
+    if ended is None and running is False:
+        ended, reason = _mtime(files.live) or active, "its process is gone"
+    state = "ended" if ended is not None else "live" if turn == hookfiles.BUSY else "idle"
+    return Info(
+        host=host,
+        id=session_id,
+        repo=str(data.get("repo", "")),
+        top=top,
+        name=str(data.get("name", "")),
+        card=str(data.get("card", "")),
+        started=float(data.get("started", 0) or 0) or _mtime(files.live) or active,
+        active=active,
+        ended=ended,
+        end_reason=reason,
+        state=state,
+        checked=running is not None or ended_at is not None,
+        pid=pid,
+        watch=bool(data.get("watch")),
+    )
+
+
+def host_process() -> tuple[int, int] | None:
+    """The host program this process runs under: the first ancestor that is not a shell (or Python: a hook is
+    Python started by hook.sh, started by the host's shell), with its start time; None without /proc."""
+    pid = os.getppid()
+    for _ in range(5):
+        stat = _stat(pid)
+        if stat is None:
+            return None
+        comm, parent, ticks = stat
+        if comm not in SHELLS and not comm.startswith("python"):
+            return pid, ticks
+        pid = parent
+    return None
+
+
+def alive(pid: int | None, ticks: int | None) -> bool | None:
+    """Whether that process still runs (the same one: a reused pid has another start time); None when it cannot
+    be asked."""
+    if pid is None or not os.path.isdir("/proc/self"):
+        return None
+    stat = _stat(pid)
+    return stat is not None and (ticks is None or stat[2] == ticks)
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """A process's command name, parent and start time (clock ticks since boot), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    comm = text[text.find("(") + 1 : text.rfind(")")]
+    fields = text[text.rfind(")") + 2 :].split()
+    try:
+        return comm, int(fields[1]), int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _numbers(line: str) -> tuple[int | None, int | None]:
+    parts = line.split()
+    try:
+        return (int(parts[0]), int(parts[1])) if len(parts) == 2 else (None, None)
+    except ValueError:
+        return None, None
+
+
+def _data(mailbox: Path, host: str, session_id: str) -> dict[str, Any]:
+    name = key(host, session_id)
+    found = _read(hookfiles.session_files(mailbox, name).record) if name else None
+    return found or {}
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _lock(fd: int, deadline: Deadline) -> bool:
@@ -198,7 +393,7 @@ def _lock(fd: int, deadline: Deadline) -> bool:
 
 
 def _clean(folder: Path) -> None:
-    """Remove the records of sessions not heard from in a week; at most once an hour."""
+    """Remove the files of sessions not heard from in a week; at most once an hour."""
     marker = folder / ".cleaned"
     now = time.time()
     try:

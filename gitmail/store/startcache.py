@@ -3,9 +3,9 @@
 A directed message is shown at every session start until it is done, so most session starts in a repository show
 what the one before showed. When a showing changed nothing that the next one depends on (no broadcast handed
 over, every receipt written, no concurrent change), its answer is kept here with the key it was made under
-(`hookfiles.kept_key`). hook.sh compares that key with the current one using shell built-ins, and on a match writes
-the session's record and prints the kept answer. Any change to the mail, the names or the hook's environment makes
-a new key, and Python answers again.
+(`hookfiles.kept_key`), filed under the work tree it was made in. hook.sh compares that key with the current one
+using shell built-ins, and on a match for a new session writes the session's record and prints the kept answer.
+Any change to the mail, the names or the hook's environment makes a new key, and Python answers again.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 
 from gitmail.store import hookfiles, stamps
 from gitmail.store.files import write_atomically
-from gitmail.values.names import RepoName
 
 
 def key(mailbox: Path, stamps_line: str, *, watch: bool) -> str:
@@ -27,7 +26,7 @@ def key(mailbox: Path, stamps_line: str, *, watch: bool) -> str:
 def keep(
     mailbox: Path,
     host: str,
-    repo: RepoName,
+    top: Path,
     *,
     key: str,
     record: dict[str, Any],
@@ -38,7 +37,10 @@ def keep(
     `due` (a remote syncs automatically), the answer is kept only until then: a `.due` file whose modification
     time is that moment, which hook.sh compares with the session record it has just written (`-nt`), and once it
     has passed Python answers again and starts the background sync."""
-    files = hookfiles.kept(mailbox, host, repo.ref)
+    tree = hookfiles.tree_name(str(top))
+    if tree is None:
+        return  # a path hook.sh cannot spell: every start there is answered by Python
+    files = hookfiles.kept(mailbox, host, tree)
     try:
         files.key.parent.mkdir(mode=0o700, exist_ok=True)
         files.key.unlink(missing_ok=True)  # no reader pairs the old key with the new files
@@ -62,8 +64,10 @@ def forget_all(mailbox: Path) -> None:
         kept.unlink(missing_ok=True)
 
 
-def forget(mailbox: Path, host: str, repo: RepoName) -> None:
+def forget(mailbox: Path, host: str, top: Path) -> None:
+    tree = hookfiles.tree_name(str(top))
     try:
-        hookfiles.kept(mailbox, host, repo.ref).key.unlink()
+        if tree is not None:
+            hookfiles.kept(mailbox, host, tree).key.unlink()
     except OSError:
         pass

@@ -6,18 +6,24 @@ a journal a later writer replays if this one dies midway.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from gitmail.errors import MailboxError
-from gitmail.store import history, lock, machines, objects, setup, stamps, transaction
+from gitmail.store import history, keys, lock, machines, objects, setup, stamps, transaction
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.objects import Objects
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store
 from gitmail.store.transaction import reflog
 from gitmail.values.layout import Change, damaged_ref, email, locate
+
+if TYPE_CHECKING:
+    from gitmail.values.attachments import Attachment
+    from gitmail.values.outgoing import Outgoing
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName, from_address
 
@@ -52,6 +58,38 @@ class Writer:
         self._readable: dict[str, bool] = {}  # notes commits looked at: whether they can be built on
         self._told: set[tuple[str, str | None]] = set()  # notes refs whose damage was logged, with what replaced it
         self._authors: dict[str, tuple[str, int]] = {}  # commits written here: their author address and time
+        self._key: keys.Signer | None = None  # the key every commit is signed with, loaded (or made) at the first
+        self._looked = False  # whether the key was looked for
+        self._published = False  # whether this machine's key is known to be published (see `_publication`)
+        objects.sign = self._sign
+
+    def signing_key(self) -> keys.Signer | None:
+        """The key this write signs with, loaded (or made, on first use) before anything is written: a key that
+        cannot be used stops the write before any object of it exists. None only where nothing can sign at all
+        (no PyNaCl and no ssh-keygen: a bare interpreter, as a host plugin runs gitmail before it has set up its
+        environment): then commits are written unsigned, and the log says so."""
+        if not self._looked:
+            self._looked = True
+            try:
+                self._key = keys.signer(self.store, create=True)
+            except keys.NoSigner as error:
+                self._unsigned(error)
+        return self._key
+
+    def _sign(self, content: bytes) -> str | None:
+        key = self.signing_key()
+        if key is None:
+            return None
+        try:
+            return key.sign(content)
+        except keys.NoSigner as error:
+            self._unsigned(error)
+            return None
+
+    def _unsigned(self, error: keys.NoSigner) -> None:
+        if ("unsigned", None) not in self._told:
+            self._told.add(("unsigned", None))
+            problem(self.store.path, f"wrote commits unsigned: {error}")
 
     def target(self, ref: str) -> str | None:
         return self.objects.target(ref)
@@ -60,15 +98,33 @@ class Writer:
         """Write the message's blob, tree and commit (no ref yet: unreferenced objects are harmless garbage).
         The commit records the machine it was written on."""
         self._wrote = True
+        self.signing_key()
         oid = self.objects.commit(message._replace(machine=machines.current(self.store)), parents)
         self._authors[oid] = (email(message.sender), int(message.date.timestamp()))
         return oid
+
+    def attach(self, outgoing: Sequence[Outgoing]) -> tuple[Attachment, ...]:
+        """Write each attachment's blob (a file's content streamed from it); what the message records of them."""
+        self._wrote = bool(outgoing) or self._wrote
+        stored = []
+        for item in outgoing:
+            if item.source is not None:
+                item.source.seek(0)  # a try after a Transient reads the file again from its start
+                blob = self.objects.write_file(item.source, item.size, item.label or item.name)
+            else:
+                blob = self.objects.write("blob", item.data or b"")
+            stored.append(item.stored(blob))
+        return tuple(stored)
 
     def apply(self, changes: Sequence[Change], reason: str) -> None:
         """Make every change or none. Each is checked against the value it expects (git update-ref refuses the
         transaction otherwise). The journal is written first: a change of several refs is replayed if this process
         dies, and the next writer knows which ref locks it may have left."""
         arrivals = self._arrivals(changes)  # before the journal: a failure here leaves nothing to finish
+        publication = self._publication()
+        changes = [*changes, *publication]
+        if not changes:
+            return
         self.objects.settle()  # every object the refs will name is on disk before they name it
         journal = lock.Journal(self.store.own_dir)
         journal.record(changes, durable=len(changes) > 1)
@@ -78,6 +134,8 @@ class Writer:
             )
         finally:
             journal.clear()  # done, or refused whole before anything moved
+        if publication and self._key is not None:
+            keys.remember_published(self.store, self._key, machines.current(self.store))
         self._wrote = True
         stamps.bump(self.store.path, *transaction.touched(changes, self.actor))
         if arrivals and history.complete(self.store.path):
@@ -108,9 +166,11 @@ class Writer:
         who: RepoName,
         when: datetime,
         fan_out: bool = False,
+        text: str | None = None,
     ) -> tuple[Change | None, list[str]]:
         """A notes commit adding these lines to the notes on these objects (kept sorted and unique, so copies
-        merge as a union), and the ref change that would publish it; None and [] when every line is there."""
+        merge as a union), and the ref change that would publish it; None and [] when every line is there. `text`:
+        the commit's message, when it should say more than which objects it annotates."""
         current = self.target(notes_ref)
         notes: dict[str, str] = {}
         for oid, lines in additions.items():
@@ -120,9 +180,36 @@ class Writer:
         parent = self.notes_tip(notes_ref)  # the commit every note above was read from
         if not notes:  # a tip lost to a prune is put back even when there is nothing to add
             return (Change(notes_ref, parent, current) if parent is not None and parent != current else None), []
-        text = f"gitmail: notes for {' '.join(notes)} by {who}\n"
+        text = text or f"gitmail: notes for {' '.join(notes)} by {who}\n"
+        self.signing_key()
         commit = self.objects.notes_commit(parent, notes, who=who, when=when, text=text, fan_out=fan_out)
         return Change(notes_ref, commit, current), list(notes)
+
+    def _publication(self) -> list[Change]:
+        """Once this write has signed something: the change that publishes this machine's key, when the key (or
+        the machine's name) is not published yet. Decided from a small file, not from git, at every write."""
+        if self._key is None or self._published:
+            return []
+        self._published = True
+        here = machines.current(self.store)
+        if keys.published_mark(self.store) == keys.mark(self._key, here):
+            return []
+        anchor = keys.anchor(here.id)
+        for line in self.note(keys.KEYS_NOTES, anchor).splitlines():
+            found = keys.parse_publication(line)
+            said = (found.machine, found.name, found.public) if found is not None else None
+            if said == (here.id, here.name, self._key.public):
+                keys.remember_published(self.store, self._key, here)
+                return []
+        line = keys.publication(self._key, here, int(time.time()))
+        change, _ = self.note_lines(
+            keys.KEYS_NOTES,
+            {anchor: [line]},
+            who=self.actor,
+            when=datetime.now(UTC),
+            text=f"gitmail: the key of machine {here.name}\n\nMachine: {here.field()}\nKey: {self._key.fingerprint}\n",
+        )
+        return [change] if change is not None else []
 
     def note(self, notes_ref: str, oid: str) -> str:
         """The note on `oid` in the commit of `notes_ref` that `notes_tip` chooses ('' when there is none)."""

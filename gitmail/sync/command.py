@@ -56,6 +56,8 @@ def run(name: str | None, *, quiet: bool = False, auto: bool = False) -> int:
             failed = True
         elif not quiet:
             say(describe(result))
+            for line in told(result):
+                say(line)
     return int(ExitCode.RUNTIME) if failed else int(ExitCode.OK)
 
 
@@ -70,6 +72,11 @@ def describe(outcome: Outcome) -> str:
         (outcome.moved_there, "archived or retracted there"),
     ]
     parts = [f"{n} {_messages(n)} {what}" for n, what in counts if n]
+    if outcome.set_aside:
+        parts.append(
+            f"{outcome.set_aside} {_messages(outcome.set_aside)} larger than gitmail sends set aside unread (see "
+            "gitmail doctor)"
+        )
     if outcome.notes:
         parts.append("hand-overs merged")
     if outcome.conflicts:
@@ -79,6 +86,18 @@ def describe(outcome: Outcome) -> str:
             "they are (see the log)"
         )
     return f"synced with {outcome.remote}: {', '.join(parts) or 'up to date'}"
+
+
+TOLD = 10  # messages a remote archived or retracted named one by one; the rest are counted
+
+
+def told(outcome: Outcome) -> list[str]:
+    """A line per message archived or retracted here because the remote said so, and which machine it names."""
+    lines = [f"{outcome.remote}: {move.line()}" for move in outcome.said[:TOLD]]
+    more = len(outcome.said) - TOLD
+    if more > 0:
+        lines.append(f"{outcome.remote}: and {more} more archived or retracted as it says (gitmail log marks them)")
+    return lines
 
 
 def _messages(n: int) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
-from gitmail.store import gitcmd, machines
+from gitmail.store import gitcmd, machines, remotemoves
 from gitmail.store.files import unwritable
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
@@ -31,6 +31,7 @@ from gitmail.sync import background, quick, reconcile
 from gitmail.sync.quick import Record, fingerprint
 from gitmail.sync.remotes import (
     REMOTE_ROOT,
+    STATE,
     TRACKING_ROOT,
     NotGitmail,
     Remote,
@@ -58,10 +59,12 @@ class Outcome(NamedTuple):
     notes: int = 0  # notes refs that changed here or there (seen-sets, receipts)
     conflicts: int = 0  # ids that differ in content between here and there, left as they are (see the log)
     attempts: int = 1
+    set_aside: int = 0  # arrivals larger than gitmail sends, set aside unread (see the log and gitmail doctor)
+    said: tuple[remotemoves.Move, ...] = ()  # of moved_here, each as recorded: which machine, shown here or not
 
     @property
     def quiet(self) -> bool:
-        return not (self.received or self.moved_here or self.sent or self.moved_there or self.notes)
+        return not (self.received or self.moved_here or self.sent or self.moved_there or self.notes or self.set_aside)
 
 
 # -- the sync lock and what the last sync left ---------------------------------------------------------------
@@ -169,6 +172,10 @@ def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> l
                 results.append(sync(store, remote, lock_fd=fd))
             except SyncError as error:
                 results.append(error)
+    if any(isinstance(r, Outcome) and r.received for r in results):
+        from gitmail import arrivals
+
+        arrivals.after_arrival(store, None)  # mail that came in wakes idle Codex sessions as a send does
     return results
 
 
@@ -179,7 +186,7 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
     last sync left them, that is all. Otherwise a fetch brings what the remote has that this mailbox lacks (only
     when the remote moved), reconcile.py brings it in and builds what the remote lacks, and one push sends it."""
 
-    problem = url_problem(remote.url)
+    problem = url_problem(remote.url) or gitcmd.local_transport_problem(remote.url)
     if problem:
         raise SyncError(f"{remote.name}: refusing to sync with {redact(remote.url)}: {problem}")
     record = Record.load(store.path, remote.name)
@@ -199,17 +206,24 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
         for attempt in range(1, ATTEMPTS + 1):
             before = _tracking(store, remote.name)
             tips = before
+            if attempt > 1:  # another machine pushed in between: what does the remote hold now?
+                listing = quick.advertised(store.path, remote.url, pass_fds=(lock_fd,))
+                if listing.returncode != 0:
+                    raise SyncError(f"{remote.name}: cannot reach {redact(remote.url)}: {_reason(listing.stderr)}")
+                advertised = quick.tips(listing.stdout)
             if attempt > 1 or before != advertised:
-                _fetch(store, remote, lock_fd)
+                _fetch(store, remote, sorted(advertised), lock_fd)
                 tips = _tracking(store, remote.name)
             try:
                 there = reconcile.read_remote(store, remote.name, tips)
-                seen, plan = reconcile.reconcile(store, there, here, remote.name)
+                seen, plan = reconcile.reconcile(store, there, here, remote.name, since=before.get(STATE))
             except NotGitmail:
                 _restore_tracking(store, remote.name, before)
                 raise
             outcome = outcome._replace(
-                received=outcome.received + len(seen.arrivals),
+                received=outcome.received + len(seen.arrivals) - len(seen.oversized),
+                set_aside=outcome.set_aside + len(seen.oversized),
+                said=outcome.said + tuple(seen.said),
                 moved_here=outcome.moved_here + len(seen.moves_here),
                 notes=outcome.notes + seen.notes_here,
                 conflicts=len(seen.conflicts),
@@ -253,32 +267,32 @@ def _save(record: Record, store: Store, name: str) -> None:
 # -- talking to the remote --------------------------------------------------------------------------------------
 
 
-def _fetch(store: Store, remote: Remote, lock_fd: int) -> None:
+def _fetch(store: Store, remote: Remote, names: Sequence[str], lock_fd: int) -> None:
+    """Fetch these of gitmail's refs (quick.SYNCED, as the remote listed them) into the tracking refs, and drop
+    every other tracking ref of the remote: nothing else the remote holds is brought here."""
     tracking = f"{TRACKING_ROOT}{remote.name}/"
-    done = gitcmd.run_network(
-        _network_repository(store),
-        "-c",
-        "fetch.fsckObjects=true",  # what another machine wrote is checked before it lands here
-        "-c",
-        "fetch.writeCommitGraph=false",
-        "fetch",
-        "--atomic",
-        "--prune",  # only the tracking refs below: a ref gone from the remote is gone from what we know of it
-        "--no-tags",
-        "--no-write-fetch-head",
-        "--no-auto-maintenance",
-        "--no-recurse-submodules",
-        "--no-show-forced-updates",
-        "--quiet",
-        f"--negotiation-tip={tracking}*",
-        "--",
-        remote.url,
-        f"+{REMOTE_ROOT}*:{tracking}*",
-        pass_fds=(lock_fd,),
-        timeout=NETWORK_TIMEOUT,
-    )
-    if done.returncode != 0:
-        raise SyncError(f"{remote.name}: cannot fetch from {redact(remote.url)}: {_reason(done.stderr)}")
+    if names:
+        done = gitcmd.run_network(
+            _network_repository(store),
+            "fetch",
+            "--atomic",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-auto-maintenance",
+            "--no-recurse-submodules",
+            "--no-show-forced-updates",
+            "--quiet",
+            f"--negotiation-tip={tracking}*",
+            url=remote.url,
+            refs=[f"+{REMOTE_ROOT}{name}:{tracking}{name}" for name in names],
+            config=["fetch.fsckObjects=true", "fetch.writeCommitGraph=false"],  # what another machine wrote is checked
+            pass_fds=(lock_fd,),
+            timeout=NETWORK_TIMEOUT,
+        )
+        if done.returncode != 0:
+            raise SyncError(f"{remote.name}: cannot fetch from {redact(remote.url)}: {_reason(done.stderr)}")
+    fetched = _tracking(store, remote.name)
+    _move_tracking(_network_repository(store), remote.name, {n: fetched[n] for n in names if n in fetched})
     _mirror(store, remote.name)
 
 
@@ -340,9 +354,8 @@ def _push(store: Store, remote: Remote, updates: Sequence[tuple[str, str, str | 
         "--no-signed",
         "--no-recurse-submodules",
         *leases,
-        "--",
-        remote.url,
-        *(f"{new}:{ref}" for ref, new, _ in updates),
+        url=remote.url,
+        refs=[f"{new}:{ref}" for ref, new, _ in updates],
         pass_fds=(lock_fd,),
         timeout=NETWORK_TIMEOUT,
     )

@@ -24,17 +24,23 @@ if TYPE_CHECKING:
 
 RACY_SECONDS = 2.0  # a ref file changed this recently may change again within the same timestamp
 REMOTE_ROOT = "refs/gitmail-sync/"  # on a remote (see remotes.py)
+# The refs sync reads and writes below REMOTE_ROOT, and the only ones it lists or fetches: whatever else a remote
+# holds there is never brought here.
+SYNCED = ("state", "notes/gitmail-receipts", "notes/gitmail-seen", "notes/gitmail-keys")  # keys: store/keys.py
 SETTINGS = "gitmail-remote"  # [gitmail-remote "<name>"] in the mailbox's config (see remotes.py)
 SYNC_DIR = os.path.join("gitmail", "sync")  # sync's own files in the mailbox
 TIMEOUT = 900.0  # seconds an ls-remote may take
+# The rules a sync checks before it talks to a remote (which URLs are refused, how git is run for them), by version:
+# a record made under older rules is not trusted to stand for a URL the current ones would refuse.
+RULES = 3
 
 
 class Record:
     """What the last sync with a remote left (gitmail/sync/<remote>.json): the URL it used, the remote's refs as
     both sides agreed on them, a fingerprint of the mailbox's ref files then (None when they were too fresh to
-    trust), and how the last attempt went."""
+    trust), how the last attempt went, and the version of the rules the URL passed then (`RULES`)."""
 
-    __slots__ = ("url", "tips", "fingerprint", "last_attempt", "last_success", "error")
+    __slots__ = ("url", "tips", "fingerprint", "last_attempt", "last_success", "error", "rules")
 
     def __init__(
         self,
@@ -44,9 +50,11 @@ class Record:
         last_attempt: float | None = None,
         last_success: float | None = None,
         error: str | None = None,
+        rules: int | None = RULES,
     ) -> None:
         self.url, self.tips, self.fingerprint = url, tips or {}, fingerprint
         self.last_attempt, self.last_success, self.error = last_attempt, last_success, error
+        self.rules = rules
 
     @staticmethod
     def path(mailbox: str | os.PathLike[str], name: str) -> str:
@@ -64,6 +72,7 @@ class Record:
                 last_attempt=_number(data.get("last_attempt")),
                 last_success=_number(data.get("last_success")),
                 error=_text(data.get("error")),
+                rules=data.get("rules") if isinstance(data.get("rules"), int) else None,
             )
         except (OSError, ValueError, TypeError, AttributeError):
             return cls()
@@ -86,7 +95,8 @@ class Record:
     def in_step(self, url: str, tips: dict[str, str], mailbox: str | os.PathLike[str]) -> bool:
         """Whether the remote (as `tips` show it) and the mailbox are as this record left them."""
         return (
-            self.url == url
+            self.rules == RULES
+            and self.url == url
             and self.tips == tips
             and self.fingerprint is not None
             and self.fingerprint == fingerprint(mailbox)
@@ -136,16 +146,19 @@ def fingerprint(mailbox: str | os.PathLike[str]) -> str | None:
 
 def advertised(mailbox: str | os.PathLike[str], url: str, pass_fds: Sequence[int] = ()) -> gitcmd.NetworkResult:
     """`git ls-remote` of gitmail's refs on a remote (the caller reads the result with `tips`)."""
-    return gitcmd.run_network(mailbox, "ls-remote", "--", url, f"{REMOTE_ROOT}*", pass_fds=pass_fds, timeout=TIMEOUT)
+    refs = [REMOTE_ROOT + name for name in SYNCED]
+    return gitcmd.run_network(mailbox, "ls-remote", url=url, refs=refs, pass_fds=pass_fds, timeout=TIMEOUT)
 
 
 def tips(listing: bytes) -> dict[str, str]:
-    """The refs an ls-remote listed, named as the tracking refs name them: {"state": oid, ...}."""
+    """gitmail's refs among those an ls-remote listed, named as the tracking refs name them: {"state": oid, ...}.
+    (ls-remote matches its patterns against the ends of names: anything else it lists is left out here.)"""
     found = {}
     for line in listing.decode(errors="replace").splitlines():
         oid, _, ref = line.partition("\t")
-        if ref.startswith(REMOTE_ROOT):
-            found[ref[len(REMOTE_ROOT) :]] = oid
+        name = ref[len(REMOTE_ROOT) :]
+        if ref.startswith(REMOTE_ROOT) and name in SYNCED and len(oid) == 40:
+            found[name] = oid
     return found
 
 
@@ -159,7 +172,8 @@ def up_to_date(name: str | None = None) -> list[str] | None:
     chosen = [name] if name is not None else list(configured)
     records = {n: Record.load(mailbox, n) for n in chosen}
     for remote in chosen:
-        if records[remote].url != configured[remote] or records[remote].fingerprint is None:
+        record = records[remote]
+        if record.rules != RULES or record.url != configured[remote] or record.fingerprint is None:
             return None
         listing = _ls_remote(mailbox, configured[remote])
         if listing is None or not records[remote].in_step(configured[remote], tips(listing), mailbox):

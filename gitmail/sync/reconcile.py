@@ -3,8 +3,9 @@ remote lacks; merging gitmail's notes refs as a union of lines; and the remote's
 
 A remote's state is a commit whose tree lists every message as `<repo>/<folder>/<id[:2]>/<id>` -> the message's
 commit (a gitlink: the tree names the commit without containing it), and whose parents reach every message commit
-through "carrier" commits, so that fetching the one ref brings every message. Reconciliation never goes backwards:
-archived beats pending, retracted beats active, and nothing is ever removed.
+through "carrier" commits, so that fetching the one ref brings every message. Once messages carry attachments, a
+state also has an "attachments" commit as a parent, so that a file attached again is not sent again.
+Reconciliation never goes backwards: archived beats pending, retracted beats active, and nothing is ever removed.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from gitmail.store import gitcmd
+from gitmail.store import gitcmd, keys, remotemoves, signatures
+from gitmail.store.remotemoves import Move
 from gitmail.store.writer import writing
+from gitmail.sync.quick import SYNCED
 from gitmail.sync.remotes import (
     FORMAT_PATH,
     FORMAT_TEXT,
     NOTES,
-    NOTES_PREFIX,
     NOTES_ROOT,
     REMOTE_ROOT,
     STATE,
@@ -29,6 +31,7 @@ from gitmail.sync.remotes import (
 )
 from gitmail.values.ids import BROADCAST, ID_PATTERN
 from gitmail.values.layout import (
+    OVERSIZED,
     ROOT,
     Change,
     Located,
@@ -37,10 +40,11 @@ from gitmail.values.layout import (
     inbox_prefix,
     latest,
     locate,
+    oversized_ref,
     state_prefix,
 )
 from gitmail.values.machine import Machine
-from gitmail.values.message import DOCUMENT_NAME
+from gitmail.values.message import DOCUMENT_NAME, MAX_BODY_BYTES, MAX_DOCUMENT_BYTES, MAX_SUBJECT_CHARS
 from gitmail.values.names import RepoName
 
 if TYPE_CHECKING:
@@ -49,6 +53,9 @@ if TYPE_CHECKING:
     from gitmail.values.message import Message
 
 CARRIER_PARENTS = 256  # message commits per carrier commit (a state commit reaches new messages through these)
+ATTACHMENTS_WITHIN_REACH = 2000  # attachment blobs a state keeps as already sent (see _attachments)
+ATTACHMENTS_LOOK_BACK = 16  # states looked through for the attachments commit to build on
+ATTACHMENTS_TEXT = "gitmail sync: attachments the other side has\n"
 IMPORT_CHUNK = 1000  # ref changes per transaction when many messages arrive at once
 PACK_AFTER = 1000  # refs imported in one sync after which the refs are packed
 SYNC_ACTOR = RepoName("gitmail-sync")  # the "who" in the reflog of refs sync moves
@@ -56,6 +63,7 @@ ZERO = "0" * 40
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _SAMPLE_ID = "0" * 10
 _RANK = {State.PENDING: 0, State.BROADCAST: 0, State.ARCHIVED: 1, State.RETRACTED: 1}
+KEYS = keys.KEYS_NOTES[len(NOTES_ROOT) :]  # "gitmail-keys": the notes ref machines publish their keys in
 
 
 class RemoteState(NamedTuple):
@@ -71,17 +79,14 @@ def read_remote(store: Store, name: str, tips: dict[str, str]) -> RemoteState:
     shape of each entry is checked here; the entries that differ from this mailbox are checked as messages when
     compared (`_compare`)."""
     state = tips.get(STATE)
-    notes = {}
-    for ref, oid in tips.items():
-        if ref.startswith(NOTES) and ref[len(NOTES) :].startswith(NOTES_PREFIX) and "/" not in ref[len(NOTES) :]:
-            notes[ref[len(NOTES) :]] = oid
+    notes = {ref[len(NOTES) :]: oid for ref, oid in tips.items() if ref in SYNCED and ref.startswith(NOTES)}
     oids = [o for o in (state, *notes.values()) if o is not None]
-    kinds = _object_types(store, oids)
-    if any(kinds[o] != "commit" for o in oids):
+    kinds = _object_info(store, oids)
+    if any(kinds[o][0] != "commit" for o in oids):
         raise NotGitmail(name, f"its {REMOTE_ROOT} refs are not commits")
     if state is None:
         return RemoteState(None, [], notes)
-    if store.read([f"{state}:{FORMAT_PATH}"])[0] != FORMAT_TEXT.encode():
+    if store.read([f"{state}:{FORMAT_PATH}"], limit=len(FORMAT_TEXT))[0] != FORMAT_TEXT.encode():
         raise NotGitmail(name, f"{REMOTE_ROOT}{STATE} is not a gitmail sync state of a format this gitmail reads")
     out = store.git("ls-tree", "-r", "-z", "--full-tree", state).decode(errors="replace")
     lines = []
@@ -110,16 +115,20 @@ def _places(pairs: Iterable[tuple[str, str]]) -> list[Located]:
     return found
 
 
-def _object_types(store: Store, oids: Sequence[str]) -> dict[str, str]:
-    if not oids:
+def _object_info(store: Store, specs: Sequence[str]) -> dict[str, tuple[str, int]]:
+    """The type and size of what each spec names (("missing", 0) where nothing), read without reading it."""
+    if not specs:
         return {}
     out = store.git(
-        "cat-file", "--batch-check=%(objectname) %(objecttype)", stdin="".join(f"{o}\n" for o in oids).encode()
+        "cat-file",
+        "--batch-check=%(objecttype) %(objectsize)",
+        stdin="".join(f"{s}\n" for s in specs).encode(),
     )
-    kinds = {}
-    for oid, line in zip(oids, out.decode(errors="replace").splitlines(), strict=True):
-        kinds[oid] = "missing" if line.endswith(" missing") else line.rpartition(" ")[2]
-    return kinds
+    found = {}
+    for spec, line in zip(specs, out.decode(errors="replace").splitlines(), strict=True):
+        kind, _, size = line.rpartition(" ")
+        found[spec] = (kind, int(size)) if size.isdigit() and not line.endswith(" missing") else ("missing", 0)
+    return found
 
 
 class NotesStep(NamedTuple):
@@ -134,21 +143,24 @@ class NotesStep(NamedTuple):
 class Comparison(NamedTuple):
     """This mailbox against the remote's state, message by message and notes ref by notes ref."""
 
-    arrivals: list[Located]  # new here
+    arrivals: list[Located]  # new here (those too large to take are set aside instead: `oversized`)
     moves_here: list[tuple[Located, Located]]  # (here, there): the remote's place is the later state
     additions: list[Located]  # new there
     moves_there: list[tuple[Located, Located]]  # (there, here): this mailbox's place is the later state
     conflicts: list[tuple[Located, Located]]  # one id, different commits or kinds: left as they are
     notes: list[NotesStep]
+    oversized: list[tuple[Located, str]]  # arrivals set aside unread (`_apply` fills it): the place, and why
+    said: list[Move]  # moves_here as recorded here (`_apply` fills it): which machine the remote says made each
 
     @property
     def notes_here(self) -> int:
-        """Notes refs that change here."""
-        return sum(1 for n in self.notes if n.action != "push")
+        """Notes refs of mail (seen-sets, receipts) that change here. Published keys are not counted: they travel
+        with the mail they sign."""
+        return sum(1 for n in self.notes if n.action != "push" and n.name != KEYS)
 
     @property
     def writes_here(self) -> bool:
-        return bool(self.arrivals or self.moves_here or self.notes_here)
+        return bool(self.arrivals or self.moves_here or any(n.action != "push" for n in self.notes))
 
 
 class Plan(NamedTuple):
@@ -165,6 +177,7 @@ def _compare(store: Store, there: RemoteState, remote: str) -> Comparison:
     of lines that differ are looked at as messages."""
     out = store.git("for-each-ref", "--format=%(refname) %(objectname)", ROOT).decode(errors="replace")
     local_lines = out.splitlines()
+    set_aside = {_id_of(line) for line in local_lines if line.startswith(OVERSIZED)}  # arrived too large, earlier
     local_set, remote_set = set(local_lines), set(there.lines)
     touched = {_id_of(line) for line in local_set.symmetric_difference(remote_set)}
     local = _by_id(local_lines, touched)
@@ -178,11 +191,11 @@ def _compare(store: Store, there: RemoteState, remote: str) -> Comparison:
     if len(theirs_at) != len(remote_places):
         raise NotGitmail(remote, "its state holds a message in two places")
     mine_at = {p.id: p for p in latest(_places(pair for found in local.values() for pair in found))}
-    seen = Comparison([], [], [], [], [], _compare_notes(store, there.notes))
+    seen = Comparison([], [], [], [], [], _compare_notes(store, there.notes), [], [])
     for message_id in touched:
         mine, theirs = mine_at.get(message_id), theirs_at.get(message_id)
-        if mine is None and theirs is None:
-            continue  # a ref that is no message here (a damaged one set aside, say)
+        if mine is None and (theirs is None or message_id in set_aside):
+            continue  # a ref that is no message here (a damaged one set aside, say), or mail set aside unread
         if theirs is None:
             assert mine is not None
             seen.additions.append(mine)
@@ -216,11 +229,12 @@ def _by_id(lines: Iterable[str], ids: set[str]) -> dict[str, list[tuple[str, str
 
 
 def _compare_notes(store: Store, remote_notes: dict[str, str]) -> list[NotesStep]:
-    out = store.git("for-each-ref", "--format=%(objectname) %(refname)", f"{NOTES_ROOT}{NOTES_PREFIX}*")
+    synced = [NOTES_ROOT + ref[len(NOTES) :] for ref in SYNCED if ref.startswith(NOTES)]
+    out = store.git("for-each-ref", "--format=%(objectname) %(refname)", *synced)
     local = {}
     for line in out.decode(errors="replace").splitlines():
         oid, _, ref = line.partition(" ")
-        if "/" not in ref[len(NOTES_ROOT) :]:
+        if ref in synced:
             local[ref[len(NOTES_ROOT) :]] = oid
     steps = []
     for name in sorted(local.keys() | remote_notes.keys()):
@@ -236,10 +250,13 @@ def _compare_notes(store: Store, remote_notes: dict[str, str]) -> list[NotesStep
     return steps
 
 
-def reconcile(store: Store, there: RemoteState, here: Machine, remote: str) -> tuple[Comparison, Plan]:
+def reconcile(
+    store: Store, there: RemoteState, here: Machine, remote: str, since: str | None = None
+) -> tuple[Comparison, Plan]:
     """Bring what the remote has into this mailbox, and build what the remote lacks. Comparing takes no lock:
     every change made here carries the value it expects, so one that a local write overtook is refused whole,
-    and then the comparison is made again under the lock."""
+    and then the comparison is made again under the lock. `since`: the remote's state as last fetched (where to
+    look back to for who moved a message)."""
     from gitmail.store.log import problem
 
     seen = _compare(store, there, remote)
@@ -249,10 +266,10 @@ def reconcile(store: Store, there: RemoteState, here: Machine, remote: str) -> t
             if not _still_absent(store, seen.arrivals):
                 seen = _compare(store, there, remote)  # a local write landed meanwhile: compare again, locked
             try:
-                pushes = _apply(store, writer, seen, here, remote)
+                pushes = _apply(store, writer, seen, here, remote, there.state, since)
             except gitcmd.GitFailed:  # a local write overtook a change: it was refused whole; compare again
                 seen = _compare(store, there, remote)
-                pushes = _apply(store, writer, seen, here, remote)
+                pushes = _apply(store, writer, seen, here, remote, there.state, since)
     for notes in seen.notes:
         if notes.action == "push":
             assert notes.mine is not None
@@ -271,7 +288,8 @@ def reconcile(store: Store, there: RemoteState, here: Machine, remote: str) -> t
     if sendable or seen.moves_there:
         state = _new_state(store, there, sendable, seen.moves_there, here)
         updates.append((REMOTE_ROOT + STATE, state, there.state))
-    return seen, Plan(updates, len(sendable), len(seen.moves_there), len(pushes))
+    mail_notes = sum(1 for ref, _, _ in pushes if ref != f"{REMOTE_ROOT}{NOTES}{KEYS}")
+    return seen, Plan(updates, len(sendable), len(seen.moves_there), mail_notes)
 
 
 def _still_absent(store: Store, arrivals: Sequence[Located]) -> bool:
@@ -291,18 +309,36 @@ def _still_absent(store: Store, arrivals: Sequence[Located]) -> bool:
 
 
 def _apply(
-    store: Store, writer: Writer, seen: Comparison, here: Machine, remote: str
+    store: Store, writer: Writer, seen: Comparison, here: Machine, remote: str, state: str | None, since: str | None
 ) -> list[tuple[str, str, str | None]]:
     """Change this mailbox (under the writer's lock): arrivals, later states, notes. Returns the notes pushes
-    that merging made."""
+    that merging made. Each message archived or retracted here because the remote says so is recorded first
+    (store/remotemoves.py) and logged."""
     from gitmail.store import machines as machine
+    from gitmail.store.log import problem
 
-    arrived = _check_arrivals(store, seen.arrivals, remote)
+    arrived, oversized = _check_arrivals(store, seen.arrivals, remote)
+    seen.oversized[:] = oversized
+    # Each arriving commit's signature is checked once, here, and what it showed is kept: readers (a session
+    # start among them) find it without checking again.
+    signatures.facts(store, [p.oid for p in seen.arrivals])
     # Recorded before their refs exist: a message that arrived is never taken for one written here.
     machine.remember_arrivals(store, [i for i, m in arrived.items() if m.machine is None or m.machine.id == here.id])
-    changes = [[Change(p.ref, p.oid, None)] for p in seen.arrivals]
+    changes = [[Change(p.ref, p.oid, None)] for p in seen.arrivals if p.id in arrived]
+    changes += [[Change(oversized_ref(p.ref), p.oid, None)] for p, _ in oversized]
     changes += [[Change(new.ref, new.oid, None), Change(old.ref, None, old.oid)] for old, new in seen.moves_here]
-    reason = f"gitmail: sync from {remote}: {len(seen.arrivals)} new, {len(seen.moves_here)} moved"
+    reason = f"gitmail: sync from {remote}: {len(arrived)} new, {len(seen.moves_here)} moved"
+    reason += f", {len(oversized)} set aside as too large" if oversized else ""
+    for place, why in oversized:
+        problem(
+            store.path,
+            f"sync with {remote}: set aside message {place.id} ({place.ref}) unread as {oversized_ref(place.ref)}: "
+            f"{why}",
+        )
+    seen.said[:] = _remote_moves(store, seen.moves_here, remote, state, since)
+    remotemoves.remember(store, seen.said)
+    for move in seen.said:
+        problem(store.path, f"sync with {remote}: {move.line()}")
     for chunk in _chunks(changes, IMPORT_CHUNK):
         writer.apply(chunk, reason)
     if len(seen.arrivals) > PACK_AFTER:
@@ -318,6 +354,8 @@ def _apply(
             merged = _union(writer, step.mine, step.theirs, step.name, remote)
             writer.apply([Change(ref, merged, step.mine)], f"gitmail: sync with {remote}: merged {step.name}")
             pushes.append((f"{REMOTE_ROOT}{NOTES}{step.name}", merged, step.theirs))
+    if any(step.name == KEYS and step.action != "push" for step in seen.notes):
+        keys.learn(store)  # keys published elsewhere: a machine seen for the first time has its key pinned
     return pushes
 
 
@@ -337,19 +375,32 @@ def _chunks(groups: Sequence[Sequence[Change]], size: int) -> Iterator[list[Chan
         yield chunk
 
 
-def _check_arrivals(store: Store, arrivals: Sequence[Located], remote: str) -> dict[str, Message]:
+def _check_arrivals(
+    store: Store, arrivals: Sequence[Located], remote: str
+) -> tuple[dict[str, Message], list[tuple[Located, str]]]:
     """Every arriving message must be a commit here now, holding a gitmail document with its own id and
-    addressed where the remote's state files it; else nothing arrives."""
+    addressed where the remote's state files it; else nothing arrives. Mail larger than gitmail sends (a commit
+    or document over MAX_DOCUMENT_BYTES, a body or subject over its limit) is set aside: (the place, why). Sizes
+    are looked at before anything is read, so what is too large is never read."""
     from gitmail.values.message import BadDocument, parse
 
-    kinds = _object_types(store, [p.oid for p in arrivals])
-    missing = [p for p in arrivals if kinds[p.oid] != "commit"]
+    specs = [p.oid for p in arrivals] + [f"{p.oid}:{DOCUMENT_NAME}" for p in arrivals]
+    info = _object_info(store, specs)
+    missing = [p for p in arrivals if info[p.oid][0] != "commit"]
     if missing:
         count = len(missing)
         raise NotGitmail(remote, f"{count} messages of its state are not commits it holds, e.g. {missing[0].id}")
-    documents = store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in arrivals])
+    oversized = []
+    for place in arrivals:
+        commit, size = info[place.oid][1], info[f"{place.oid}:{DOCUMENT_NAME}"][1]
+        if max(commit, size) > MAX_DOCUMENT_BYTES:
+            what = f"its document is {size:,} bytes" if size > commit else f"its commit is {commit:,} bytes"
+            oversized.append((place, f"{what}; gitmail takes at most {MAX_DOCUMENT_BYTES:,}"))
+    too_large = {p.id for p, _ in oversized}
+    readable = [p for p in arrivals if p.id not in too_large]
+    documents = store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in readable], limit=MAX_DOCUMENT_BYTES)
     arrived = {}
-    for place, document in zip(arrivals, documents, strict=True):
+    for place, document in zip(readable, documents, strict=True):
         try:
             if document is None:
                 raise BadDocument("no message document")
@@ -359,8 +410,82 @@ def _check_arrivals(store: Store, arrivals: Sequence[Located], remote: str) -> d
         to = BROADCAST if place.recipient is None else place.recipient
         if message.id != place.id or message.to != to:
             raise NotGitmail(remote, f"message {place.id} is filed under another id or recipient")
-        arrived[place.id] = message
-    return arrived
+        body = len(message.body.encode())
+        if body > MAX_BODY_BYTES:
+            oversized.append((place, f"its body is {body:,} bytes; gitmail sends at most {MAX_BODY_BYTES:,}"))
+        elif len(message.subject) > MAX_SUBJECT_CHARS:
+            why = f"its subject is {len(message.subject):,} characters; gitmail sends at most {MAX_SUBJECT_CHARS}"
+            oversized.append((place, why))
+        else:
+            arrived[place.id] = message
+    return arrived, oversized
+
+
+def _remote_moves(
+    store: Store, moves: Sequence[tuple[Located, Located]], remote: str, state: str | None, since: str | None
+) -> list[Move]:
+    """What to record of messages archived or retracted here because the remote says so: the machine whose sync
+    put the move in the remote's state, whether a session here had been shown the message, its subject."""
+    import time
+
+    from gitmail.values.message import BadDocument, parse
+
+    if not moves:
+        return []
+    who = _who_moved(store, state, since, [_path(new) for _, new in moves])
+    shown = _shown_here(store, [old for old, _ in moves])
+    documents = store.read([f"{old.oid}:{DOCUMENT_NAME}" for old, _ in moves], limit=MAX_DOCUMENT_BYTES)
+    now = time.time()
+    found = []
+    for (old, new), document in zip(moves, documents, strict=True):
+        try:
+            subject = parse(document).subject if document is not None else ""
+        except BadDocument:
+            subject = ""
+        to = BROADCAST if old.recipient is None else str(old.recipient)
+        field = who.get(_path(new), "")
+        found.append(Move(new.id, new.state.value, remote, field, now, shown.get(old.id), to, subject))
+    return found
+
+
+def _who_moved(store: Store, state: str | None, since: str | None, paths: Sequence[str]) -> dict[str, str]:
+    """For each of these paths of the remote's state, the machine its newest state commit adding the path names
+    (its `Machine:` trailer, "laptop 4kq8m2x9ab"), looking back to `since`."""
+    if state is None:
+        return {}
+    trailer = "%(trailers:key=Machine,valueonly,separator=%x20)"
+    walk = ["log", "--first-parent", "--no-renames", "--diff-filter=A", "--name-only", f"--format=%x01{trailer}"]
+    walk += [state, *([f"^{since}"] if since else [])]
+    walk += ["--", *paths] if len(paths) <= 500 else []
+    try:
+        out = store.git("--literal-pathspecs", *walk).decode(errors="replace")
+    except gitcmd.GitFailed:  # `since` is gone, say: nobody is named
+        return {}
+    wanted, found = set(paths), {}
+    for block in out.split("\x01")[1:]:
+        head, _, names = block.partition("\n")
+        for name in names.splitlines():
+            if name in wanted and name not in found:  # newest first: the move that counts
+                found[name] = head.strip()
+    return found
+
+
+def _shown_here(store: Store, places: Sequence[Located]) -> dict[str, bool | None]:
+    """Whether a session on this machine was shown each message, as the receipts here say; {} with receipts off.
+    (Receipts that arrived by sync count too, as the receipts notes hold them.)"""
+    from gitmail.values.layout import note_lines, note_specs
+    from gitmail.values.receipts import RECEIPTS_NOTES, delivered
+    from gitmail.values.receipts import parse as parse_receipts
+
+    if not store.flag("receipts"):
+        return {}
+    specs = [spec for place in places for spec in note_specs(RECEIPTS_NOTES, place.oid)]
+    notes = store.read(specs, limit=MAX_DOCUMENT_BYTES)
+    found: dict[str, bool | None] = {}
+    for number, place in enumerate(places):
+        records = parse_receipts(note_lines(notes[3 * number : 3 * number + 3]))
+        found[place.id] = bool(delivered(records, None if place.recipient is None else str(place.recipient)))
+    return found
 
 
 def _pack_refs(store: Store, writer: Writer) -> None:
@@ -427,6 +552,9 @@ def _new_state(
     carrier = _carriers(store, additions, identity)
     if carrier is not None:
         parents.append(carrier)
+    within_reach = _attachments(store, there.state, additions, identity)
+    if within_reach is not None:
+        parents.append(within_reach)
     summary = f"gitmail sync from {here.name}: {len(additions)} new, {len(moves)} moved\n\nMachine: {here.field()}\n"
     flags = [f for p in parents for f in ("-p", p)]
     return store.git("commit-tree", tree, *flags, "-m", summary, env=identity).decode().strip()
@@ -458,6 +586,64 @@ def _carriers(store: Store, additions: Sequence[Located], identity: dict[str, st
         flags = [f for p in parents for f in ("-p", p)]
         carrier = store.git("commit-tree", EMPTY_TREE, *flags, "-m", message, env=env).decode().strip()
     return carrier
+
+
+def _attachments(store: Store, state: str | None, additions: Sequence[Located], identity: dict[str, str]) -> str | None:
+    """The commit a new state keeps as a parent so that an attachment crosses the network once, however often it
+    is attached: its tree holds the newest attachment blobs of the remote's messages, each in attachments/ under
+    its own id. git leaves out of what it sends an object that a parent of what it sends already holds (the
+    other side has that parent), but looks in such a parent's folders only where what it sends has a folder of the
+    same name, so the blobs sit in attachments/ as they do in a message. Only messages with attachments make one;
+    the one before (found among the last states' parents: a gitmail without it leaves it out) is kept and built
+    on. None when no message has ever had attachments."""
+    from gitmail.values.attachments import FOLDER
+
+    found = store.read([f"{p.oid}:{FOLDER}" for p in additions]) if additions else []
+    new = [oid for tree in found if tree is not None for oid in _blob_ids(tree)]
+    previous = _attachments_before(store, state, look_back=bool(new))
+    if previous is None and not new:
+        return None
+    held = _blob_ids(store.read([f"{previous}:{FOLDER}"])[0] or b"") if previous is not None else []
+    if previous is not None and set(new) <= set(held):
+        return previous
+    kept = list(dict.fromkeys([*reversed(new), *held]))[:ATTACHMENTS_WITHIN_REACH]  # the newest first
+    listing = "".join(f"100644 blob {oid}\t{oid}\n" for oid in sorted(kept))
+    inner = store.git("mktree", stdin=listing.encode()).decode().strip()
+    tree = store.git("mktree", stdin=f"040000 tree {inner}\t{FOLDER}\n".encode()).decode().strip()
+    flags = ["-p", previous] if previous is not None else []
+    return store.git("commit-tree", tree, *flags, "-m", ATTACHMENTS_TEXT, env=identity).decode().strip()
+
+
+def _attachments_before(store: Store, state: str | None, *, look_back: bool) -> str | None:
+    """The attachments commit (see `_attachments`) the state has as a parent, or with `look_back` one of the last
+    states has (a state made by a gitmail without them has none)."""
+    if state is None:
+        return None
+    commit = store.read([state])[0] or b""
+    header = commit.split(b"\n\n", 1)[0].split(b"\n")
+    candidates = [line[7:].decode() for line in header if line.startswith(b"parent ")][1:]
+    if look_back and not any(_is_attachments(parent) for parent in store.read(candidates)):
+        out = store.git("log", "--first-parent", f"--max-count={ATTACHMENTS_LOOK_BACK}", "--format=%P", state)
+        candidates = [parent for line in out.decode().splitlines() for parent in line.split()[1:]]
+    for parent, data in zip(candidates, store.read(candidates), strict=True):
+        if _is_attachments(data):
+            return parent
+    return None
+
+
+def _is_attachments(commit: bytes | None) -> bool:
+    return commit is not None and commit.split(b"\n\n", 1)[-1] == ATTACHMENTS_TEXT.encode()
+
+
+def _blob_ids(tree: bytes) -> list[str]:
+    """The ids of the files a tree holds (what git stores of a folder: "<mode> <name>\\0<20-byte id>" each)."""
+    found, at = [], 0
+    while at < len(tree):
+        nul = tree.index(b"\0", at)
+        if tree[at : at + 6] == b"100644" or tree[at : at + 6] == b"100755":
+            found.append(tree[nul + 1 : nul + 21].hex())
+        at = nul + 21
+    return found
 
 
 def _identity(here: Machine) -> dict[str, str]:

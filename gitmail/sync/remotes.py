@@ -2,9 +2,11 @@
 on a remote and here.
 
 On a remote, refs/gitmail-sync/state holds every message's state and (through its parents) every message commit,
-and refs/gitmail-sync/notes/<name> each of gitmail's notes refs (refs/notes/gitmail-*). Here,
-refs/gitmail-remotes/<remote>/… hold what that remote held when last fetched or pushed: in gitmail/sync/fetch.git,
-where sync fetches, and mirrored into the mailbox.
+and refs/gitmail-sync/notes/gitmail-seen, …/gitmail-receipts and …/gitmail-keys gitmail's notes refs
+(refs/notes/gitmail-seen, refs/notes/gitmail-receipts, refs/notes/gitmail-keys: the machines' public keys): those
+four (quick.SYNCED) and nothing else a remote holds are listed, fetched or pushed. Here, refs/gitmail-remotes/
+<remote>/… hold what that remote held when last fetched or pushed: in gitmail/sync/fetch.git, where sync fetches,
+and mirrored into the mailbox.
 """
 
 from __future__ import annotations
@@ -23,13 +25,11 @@ STATE = "state"
 NOTES = "notes/"
 TRACKING_ROOT = "refs/gitmail-remotes/"  # here: what each remote held when last fetched or pushed
 NOTES_ROOT = "refs/notes/"
-NOTES_PREFIX = "gitmail-"  # every refs/notes/gitmail-* is gitmail's, and merges as a union of lines
 FORMAT_PATH = "gitmail-sync"  # a file in the state's tree: what it is and which format
 FORMAT_TEXT = "gitmail sync state\nformat: 1\n"
 SETTINGS = "gitmail-remote"  # [gitmail-remote "<name>"] url, auto, interval in the mailbox's config
 DEFAULT_INTERVAL = 300  # seconds between automatic syncs
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
-_TOKEN_USER = re.compile(r"(gh[pousr]_|github_pat_|glpat-)|[A-Za-z0-9_\-]{32,}$")
 
 
 class SyncError(GitmailError):
@@ -57,30 +57,92 @@ def name_problem(raw: str) -> str | None:
 
 
 def url_problem(url: str) -> str | None:
-    """Why a URL cannot be a sync remote; None when it can. Credentials in a URL are refused: git would store them
-    in plain text in the mailbox's config and show them in messages."""
-    from urllib.parse import urlsplit
+    """Why a URL cannot be a sync remote; None when it can. Credentials in a URL are refused in every spelling git
+    would pass on (a password, a percent-encoded one, a token as the user name, a token in a query or fragment):
+    git would store them in plain text in the mailbox's config and show them in messages. So are the transports
+    that run a command or talk through file descriptors (`ext::`, `fd::`)."""
+    from urllib.parse import unquote, urlsplit
 
-    if not url or url != url.strip() or any(ord(c) < 32 for c in url):
+    if not url or url != url.strip() or any(ord(c) < 32 or ord(c) == 127 for c in url):
         return "it is empty or holds spaces or control characters at its ends"
     if url.startswith("-"):
         return "it starts with '-'"
+    for marker in ("::", "://"):
+        transport, found, _ = url.partition(marker)
+        if found and transport.lower() in _COMMAND_TRANSPORTS:
+            return (
+                f"it uses git's {transport.lower()} transport, which runs commands or opens files on this machine; "
+                "use a path, ssh or https"
+            )
     if "://" in url:
         try:
             parts = urlsplit(url)
-            password, user = parts.password, parts.username
+            user, password = parts.username, parts.password
         except ValueError as error:
             return f"it does not parse ({error})"
-        if password is not None:
+        if password is not None or (user is not None and ":" in unquote(user)):
             return "it embeds a password in plain text; use ssh keys or a git credential helper instead"
-        if user and parts.scheme.lower() in ("http", "https") and _TOKEN_USER.match(user):
-            return "it embeds an access token in plain text; use a git credential helper instead"
+        if parts.query or parts.fragment or "?" in url or "#" in url:
+            return (
+                "it holds a query (?...) or a fragment (#...), where access tokens are passed; a git remote needs "
+                "neither (use a git credential helper instead)"
+            )
+        if user and _token_like(unquote(user)):
+            return _TOKEN_PROBLEM
+    else:
+        user = _scp_user(url)
+        if user is not None and ":" in unquote(user):
+            return "it embeds a password in plain text; use ssh keys or a git credential helper instead"
+        if user is not None and _token_like(unquote(user)):
+            return _TOKEN_PROBLEM
     return None
 
 
+_COMMAND_TRANSPORTS = ("ext", "fd")
+_TOKEN_PROBLEM = "it embeds an access token in plain text; use a git credential helper instead"
+_TOKEN_PREFIXES = tuple(  # GitHub, GitLab, Bitbucket, Atlassian, Hugging Face, OpenAI, Slack, JWT, npm, PyPI
+    "ghp_ gho_ ghu_ ghs_ ghr_ github_pat_ glpat- gloas- glrt- glptt- gldt- glft- glsoat- atbb atatt hf_ sk- xox eyj "
+    "npm_ pypi-".split()
+)
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def _token_like(user: str) -> bool:
+    """Whether a URL's user name is an access token rather than a name: a known token's prefix, or a long run
+    of letters and digits as tokens are written (a name such as "git" or "me.myself" is neither)."""
+    if user.lower().startswith(_TOKEN_PREFIXES):
+        return True
+    if not set(user) <= _TOKEN_CHARS or len(user) < 20:
+        return False
+    mixed = any(c.isupper() for c in user) and any(c.islower() for c in user) and any(c.isdigit() for c in user)
+    return len(user) >= 32 or mixed
+
+
+def _scp_user(url: str) -> str | None:
+    """The user name of an scp-like URL (`user@host:path`, which git reaches over ssh); None for anything else."""
+    colon, slash = url.find(":"), url.find("/")
+    if colon < 0 or 0 <= slash < colon:
+        return None  # a path
+    user, at, _ = url[:colon].rpartition("@")
+    return user if at else None
+
+
 def redact(url: str) -> str:
-    """The URL with any password or token replaced, for messages."""
-    return re.sub(r"://[^/@]*@", "://***@", url) if url_problem(url) and "://" in url else url
+    """The URL with what it must not show (a password, a token, a query, a fragment) replaced, for messages."""
+    if not url_problem(url):
+        return url
+    if "://" in url:
+        scheme, _, rest = url.partition("://")
+        ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
+        authority, tail = (rest[: min(ends)], rest[min(ends) :]) if ends else (rest, "")
+        if "@" in authority:
+            authority = "***@" + authority.rpartition("@")[2]
+        for mark in "?#":
+            if mark in tail:
+                tail = tail[: tail.index(mark)] + mark + "***"
+        return f"{scheme}://{authority}{tail}"
+    user = _scp_user(url)
+    return "***@" + url[len(user) + 1 :] if user is not None else url
 
 
 def configured(store: Store) -> list[Remote]:

@@ -7,6 +7,7 @@
 | refs/gitmail/_broadcast/active/<id> | a broadcast still handed out |
 | refs/gitmail/_broadcast/retracted/<id> | a retracted broadcast |
 | refs/gitmail/_damaged/<repo>/<folder>/<id> | a message ref set aside as damaged (`gitmail doctor --repair`) |
+| refs/gitmail/_oversized/<repo>/<folder>/<id> | mail that arrived by sync larger than gitmail sends, set aside unread |
 | refs/notes/gitmail-seen | notes on broadcast commits: the repos handed each one |
 """
 
@@ -24,6 +25,7 @@ from gitmail.values.names import RepoName, first_format_ref, nfc, nfd
 ROOT = "refs/gitmail/"
 BROADCASTS = ROOT + "_broadcast/"
 DAMAGED = ROOT + "_damaged/"
+OVERSIZED = ROOT + "_oversized/"
 SEEN_NOTES = "refs/notes/gitmail-seen"
 OWN_DIR = "gitmail"  # gitmail's own files inside the repository: lock, journal, claims
 
@@ -107,6 +109,11 @@ def repo_of_component(component: str) -> RepoName:
 def damaged_ref(ref: str) -> str:
     """Where a damaged ref is set aside: the same path below refs/gitmail/_damaged/ (refs/notes/x: notes/x)."""
     return DAMAGED + (ref[len(ROOT) :] if ref.startswith(ROOT) else ref[len("refs/") :])
+
+
+def oversized_ref(ref: str) -> str:
+    """Where mail that arrived too large is set aside: the same path below refs/gitmail/_oversized/."""
+    return OVERSIZED + ref[len(ROOT) :]
 
 
 def latest(places: Sequence[Located]) -> list[Located]:

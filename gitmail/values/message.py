@@ -2,8 +2,9 @@
 (what `git log` shows). Pure: no I/O.
 
 The document is Markdown with YAML frontmatter. gitmail writes a strict subset of YAML, one `key: "JSON string"`
-line per field, so the hot read path parses it with the json module; anything else (a hand-written or foreign
-document) is parsed with python-frontmatter.
+line per field (and for a message with attachments, `attachments: [...]`, one JSON array: see attachments.py), so
+the hot read path parses it with the json module; anything else (a hand-written or foreign document) is parsed with
+python-frontmatter.
 """
 
 from __future__ import annotations
@@ -11,18 +12,29 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
+from gitmail.values import urgency as levels
+from gitmail.values.address import HANDLE, session_key
 from gitmail.values.ids import BROADCAST, ID_PATTERN
 from gitmail.values.machine import Machine
 from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, RepoName, name_problem
 
+if TYPE_CHECKING:
+    from gitmail.values.attachments import Attachment
+
 MAX_BODY_BYTES = 64 * 1024
 MAX_SUBJECT_CHARS = 200
+# A message's document (its frontmatter and body) and its commit are never larger than this: what reads a message
+# reads no more of it, and mail over it that arrives by sync is set aside unread.
+MAX_DOCUMENT_BYTES = MAX_BODY_BYTES + 4 * 1024
 DOCUMENT_NAME = "message.md"
 
-_FIELDS = ("id", "from", "to", "subject", "date", "reply-to", "machine")
+_FIELDS = (
+    "id", "from", "to", "subject", "date", "reply-to", "machine", "from-session", "to-session", "to-handle", "urgency",
+)  # fmt: skip
+_ATTACHMENTS = "attachments"  # the one field whose value is a JSON array (attachments.py), not a string
 
 
 class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs the session-start hook 7 ms
@@ -34,10 +46,24 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
     date: datetime  # send time, timezone-aware
     reply_to: str | None = None  # id of the message this answers
     machine: Machine | None = None  # where it was written; None: on this machine (see machine.py)
+    from_session: str | None = None  # the host session that sent it ("claude:5b0e..."): never shown to it
+    to_session: str | None = None  # the one session of `to` it is for; None: every session of `to`
+    to_handle: str | None = None  # how the sender named that session (`api#HANDLE`), for people
+    urgency: str = levels.NORMAL  # now, normal or low (urgency.py): what delivery does with it
+    attachments: tuple[Attachment, ...] = ()  # files and patches in its commit's tree (attachments.py)
 
     @property
     def is_broadcast(self) -> bool:
         return self.to == BROADCAST
+
+    @property
+    def address(self) -> str:
+        """Whom it is for, as people write it: `web`, or `web#otter` for one session of web."""
+        return (
+            f"{self.to}#{self.to_handle or (self.to_session or '').partition(':')[2][:8]}"
+            if self.to_session
+            else self.to
+        )
 
     def document(self) -> bytes:
         fields = {
@@ -51,30 +77,46 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
             fields["reply-to"] = self.reply_to
         if self.machine is not None:
             fields["machine"] = self.machine.field()
+        for name, value in (
+            ("from-session", self.from_session),
+            ("to-session", self.to_session),
+            ("to-handle", self.to_handle),
+            ("urgency", self.urgency if self.urgency != levels.NORMAL else None),
+        ):
+            if value:
+                fields[name] = value
         lines = [f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in fields.items()]
+        if self.attachments:
+            from gitmail.values.attachments import encode
+
+            lines.append(f"{_ATTACHMENTS}: {encode(self.attachments)}")
         return ("---\n" + "\n".join(lines) + "\n---\n" + self.body).encode()
 
     def commit_message(self) -> str:
         """Reads like mail in `git log`: subject, body, then trailers."""
-        trailers = [f"Message-Id: {self.id}", f"From: {self.sender}", f"To: {self.to}"]
+        trailers = [f"Message-Id: {self.id}", f"From: {self.sender}", f"To: {self.address}"]
         if self.reply_to:
             trailers.append(f"Reply-To: {self.reply_to}")
         if self.machine is not None:
             trailers.append(f"Machine: {self.machine.field()}")
+        if self.urgency != levels.NORMAL:
+            trailers.append(f"Urgency: {self.urgency}")
+        trailers += [f"Attachment: {a.name} ({a.size} bytes, blob {a.blob})" for a in self.attachments]
         body = self.body.strip("\r\n")
         parts = [self.subject, body, "\n".join(trailers)] if body else [self.subject, "\n".join(trailers)]
         return "\n\n".join(parts) + "\n"
 
 
-def clean_subject(raw: str) -> str:
-    """One printable line: control characters and line breaks collapse to single spaces."""
+def clean_subject(raw: str, *, what: str = "subject") -> str:
+    """One printable line: control characters and line breaks collapse to single spaces. `what` names it in
+    errors (a session's card is held to the same rules)."""
     if NOT_UTF8.search(raw):
-        raise UsageError("the subject is not valid UTF-8 text")
+        raise UsageError(f"the {what} is not valid UTF-8 text")
     subject = " ".join(UNSAFE_TEXT.sub(" ", raw).split())
     if not subject:
-        raise UsageError("the subject is empty (give one with --subject)")
+        raise UsageError(f"the {what} is empty" + (" (give one with --subject)" if what == "subject" else ""))
     if len(subject) > MAX_SUBJECT_CHARS:
-        raise UsageError(f"the subject is {len(subject)} characters; the limit is {MAX_SUBJECT_CHARS}")
+        raise UsageError(f"the {what} is {len(subject)} characters; the limit is {MAX_SUBJECT_CHARS}")
     return subject
 
 
@@ -121,6 +163,11 @@ def parse(data: bytes) -> Message:
             date=date,
             reply_to=fields.get("reply-to") or None,
             machine=Machine.parse(fields["machine"]) if "machine" in fields else None,
+            from_session=session_key(fields.get("from-session", "")),
+            to_session=session_key(fields.get("to-session", "")),
+            to_handle=fields["to-handle"] if HANDLE.fullmatch(fields.get("to-handle", "")) else None,
+            urgency=levels.stored(fields.get("urgency", levels.NORMAL)),
+            attachments=_attachments(fields[_ATTACHMENTS]) if _ATTACHMENTS in fields else (),
         )
     except (KeyError, ValueError) as error:
         raise BadDocument(f"message document lacks a valid field: {error}") from None
@@ -139,6 +186,9 @@ def _split_strict(text: str) -> tuple[dict[str, str], str] | None:
     fields: dict[str, str] = {}
     for line in text[4:end].split("\n"):
         key, sep, value = line.partition(": ")
+        if key == _ATTACHMENTS and value.startswith("["):
+            fields[key] = value  # decoded by attachments.py, only when the message is read
+            continue
         if not sep or key not in _FIELDS or not value.startswith('"'):
             return None
         try:
@@ -158,4 +208,13 @@ def _split_frontmatter(text: str) -> tuple[dict[str, str], str]:
         post = frontmatter.loads(text)
     except Exception as error:  # the YAML library raises many unrelated types
         raise BadDocument(f"message frontmatter does not parse: {error}") from None
-    return {str(k): str(v) for k, v in post.metadata.items() if v is not None}, post.content
+    fields = {str(k): str(v) for k, v in post.metadata.items() if v is not None}
+    if isinstance(post.metadata.get(_ATTACHMENTS), list):
+        fields[_ATTACHMENTS] = json.dumps(post.metadata[_ATTACHMENTS], default=str)
+    return fields, post.content
+
+
+def _attachments(value: str) -> tuple[Attachment, ...]:
+    from gitmail.values.attachments import decode  # messages without attachments never load it
+
+    return decode(value)

@@ -7,7 +7,9 @@ sorted and unique, so two copies merge as a union (`cat_sort_uniq`), like the br
     {"at":"2026-11-29T09:40:11+00:00","event":"replied","reply":"5tgh0a1b2c","repo":"web"}
 
 A repo gets one "delivered" record per message: the first time the message was put in front of one of its
-sessions (later showings add nothing). "done", "replied" and "reopened" record how it was handled.
+sessions (later showings add nothing). "done", "replied" and "reopened" record how it was handled; "retracted",
+that its sender retracted a broadcast (in a notes commit signed like every commit gitmail writes); "applied" and
+"apply-failed" that a repo applied the message's patch with `gitmail apply`, or tried to and git could not.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ DELIVERED = "delivered"
 DONE = "done"
 REPLIED = "replied"
 REOPENED = "reopened"
+RETRACTED = "retracted"  # by the broadcast's sender: the signed record of a retraction
+APPLIED = "applied"
+APPLY_FAILED = "apply-failed"
 _HANDLING = (DONE, REPLIED, REOPENED)
 
 
@@ -35,10 +40,12 @@ class Record(NamedTuple):
     host: str | None = None  # delivered: claude, codex, cli or mcp
     moment: str | None = None  # delivered: session-start, tool, prompt, stop, wake, inbox
     reply: str | None = None  # replied: the id of the reply
+    machine: str | None = None  # the id of the machine where it happened (older records: unknown)
 
     def line(self) -> str:
         fields = {"event": self.event, "repo": self.repo, "at": self.at.isoformat()}
-        fields.update({k: v for k, v in (("host", self.host), ("moment", self.moment), ("reply", self.reply)) if v})
+        optional = (("host", self.host), ("moment", self.moment), ("reply", self.reply), ("machine", self.machine))
+        fields.update({k: v for k, v in optional if v})
         return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -59,6 +66,7 @@ def parse(lines: Iterable[str]) -> list[Record]:
                     host=_text(raw.get("host")),
                     moment=_text(raw.get("moment")),
                     reply=_text(raw.get("reply")),
+                    machine=_text(raw.get("machine")),
                 )
             )
         except (ValueError, KeyError, TypeError):
@@ -82,6 +90,11 @@ def handled(records: Sequence[Record], repo: str) -> Record | None:
         if record.event in _HANDLING and record.repo == repo:
             latest = record
     return latest
+
+
+def applying(records: Sequence[Record]) -> list[Record]:
+    """Every record of `gitmail apply` on the message (applied or failed), oldest first."""
+    return [record for record in records if record.event in (APPLIED, APPLY_FAILED)]
 
 
 def _text(value: object) -> str | None:

@@ -23,10 +23,12 @@ from gitmail.errors import GitmailError, NotFound
 from gitmail.mailbox import Entry
 from gitmail.store.claims import load_claims
 from gitmail.store.gitcmd import GitFailed
+from gitmail.store.machines import Here
 from gitmail.store.repository import Store
+from gitmail.values.attachments import Attachment
 from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import ROOT, SEEN_NOTES, Located, State, latest, note_lines, note_specs
-from gitmail.values.message import DOCUMENT_NAME, BadDocument, Message, parse
+from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, Message, parse
 from gitmail.values.names import RepoName
 
 PER_PAGE = 25
@@ -72,6 +74,7 @@ class Item(NamedTuple):
     depth: int = 0  # how deep in its thread: a reply is one deeper than what it answers
     delivered: datetime | None = None  # when first shown to a session in the recipient repo; None without a receipt
     reached: tuple[str, ...] = ()  # broadcasts: the repos it was handed to, its sender left out
+    sender: str = ""  # a message's own page: its sender's label (PEER, VERIFIED by whose key, UNVERIFIED and why)
 
 
 class Conversation(NamedTuple):
@@ -189,7 +192,7 @@ class Snapshot:
         with self._lock:
             missing = [oid for oid in wanted if oid not in self._documents]
         if missing:
-            read = self.store.read([f"{oid}:{DOCUMENT_NAME}" for oid in missing])
+            read = self.store.read([f"{oid}:{DOCUMENT_NAME}" for oid in missing], limit=MAX_DOCUMENT_BYTES)
             parsed = {oid: _parse(data) for oid, data in zip(missing, read, strict=True)}
             with self._lock:
                 if len(self._documents) + len(parsed) > _KEPT_DOCUMENTS:
@@ -531,7 +534,7 @@ def _seen_sets(store: Store, oids: Sequence[str]) -> dict[str, frozenset[str]]:
             stdin="\n".join(oids).encode(),
         )
     except GitFailed:  # a broadcast's commit or its note cannot be read: read each around the damage
-        notes = store.read([spec for oid in oids for spec in note_specs(SEEN_NOTES, oid)])
+        notes = store.read([spec for oid in oids for spec in note_specs(SEEN_NOTES, oid)], limit=MAX_DOCUMENT_BYTES)
         return {oid: frozenset(note_lines(notes[3 * i : 3 * i + 3])) for i, oid in enumerate(oids)}
     seen = {}
     for record in out.decode(errors="replace").split("\x01"):
@@ -657,7 +660,33 @@ def message(snap: Snapshot, message_id: str) -> tuple[Item, list[Item]]:
     node = snap.node(message_id)
     replies = sorted((snap.nodes[c] for c in snap.index.children.get(node.oid, ())), key=_by_time)
     items = _items(snap, [node, *replies])
-    return items[0], items[1:]
+    return _labelled(snap, node, items[0]), items[1:]
+
+
+def _labelled(snap: Snapshot, node: Node, item: Item) -> Item:
+    """The item with its sender's label, as the framing and `gitmail show` give it."""
+    from gitmail import render
+
+    message = item.entry.message
+    if not snap.exists:
+        return item
+    machine = Here(snap.store).machine_of(message.id, message.machine)
+    entry = item.entry._replace(message=message._replace(machine=machine))
+    if machine is not None:
+        place = Located("", node.oid, node.id, node.state, node.recipient)
+        [verdict] = mailbox.vouched(snap.store, [(place, entry.message)])
+        entry = entry._replace(verdict=verdict)
+    return item._replace(entry=entry, sender=render.vouched(entry, load_claims(snap.store)))
+
+
+def attachment(snap: Snapshot, message_id: str, name: str) -> tuple[Attachment, bytes]:
+    """One of a message's attachments and its content (checked against what the message records of it)."""
+    node = snap.node(message_id)
+    entry = snap.entries([node])[0]
+    if entry is None:
+        raise NotFound(f"message {message_id} cannot be read")
+    item = mailbox.attachment(entry, name)
+    return item, mailbox.attachment_content(snap.store, entry, item)
 
 
 def broadcasts(snap: Snapshot, *, page: int = 1) -> Page[Item]:

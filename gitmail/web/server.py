@@ -30,9 +30,11 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 import jinja2
 
+from gitmail import actions
 from gitmail.errors import GitmailError, NotFound, UsageError
 from gitmail.store.repository import Store
-from gitmail.values.names import UNSAFE_TEXT
+from gitmail.values.attachments import size_text
+from gitmail.values.names import UNSAFE_TEXT, RepoName, name_problem
 from gitmail.web import read as conversations
 from gitmail.web.read import Snapshot
 
@@ -44,6 +46,9 @@ _STATIC = {
     "/static/view.js": ("view.js", "text/javascript; charset=utf-8"),
     "/static/favicon.svg": ("favicon.svg", "image/svg+xml"),
 }
+# An attachment is only ever downloaded: never rendered as a page of this origin, never sniffed into HTML, and
+# sandboxed should anything still open it.
+_DOWNLOAD_POLICY = "sandbox; default-src 'none'"
 _SERVED_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "base-uri 'none'; form-action 'self'; frame-ancestors 'none'; "
@@ -68,6 +73,9 @@ class Links:
     def repo(self, name: str) -> str | None:
         return "/repo/" + quote(name, safe="")
 
+    def attachment(self, message_id: str, name: str) -> str | None:
+        return f"/attachment/{message_id}/" + quote(name, safe="")
+
 
 class ExportLinks(Links):
     """In an exported file every thread is on the one page: links are anchors within it."""
@@ -82,6 +90,9 @@ class ExportLinks(Links):
 
     def repo(self, name: str) -> str | None:
         return None
+
+    def attachment(self, message_id: str, name: str) -> str | None:
+        return None  # an export lists attachments, never their content
 
 
 def visible(text: object) -> str:
@@ -114,7 +125,9 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(visible=visible, when=when, ago=ago)
+    env.filters.update(
+        visible=visible, when=when, ago=ago, epoch_ago=lambda t: ago(datetime.fromtimestamp(t, UTC)), size=size_text
+    )
     return env
 
 
@@ -301,7 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
             url = urlsplit(self.path)
             query = parse_qs(url.query, keep_blank_values=True)
             self._authorise(url.path, query)
-            status, content_type, body = self._route(url.path, query)
+            status, content_type, body, extra = self._route(url.path, query)
         except _Response as response:
             status, content_type = response.status, "text/html; charset=utf-8"
             body = _error_page(response.status, response.text).encode() if response.text else b""
@@ -316,8 +329,6 @@ class _Handler(BaseHTTPRequestHandler):
                 head=head,
             )
             raise
-        else:
-            extra = {}
         self._send(status, content_type, body, extra, head=head)
 
     def _authorise(self, path: str, query: dict[str, list[str]]) -> None:
@@ -341,15 +352,17 @@ class _Handler(BaseHTTPRequestHandler):
                 HTTPStatus.FORBIDDEN, "Open this view with the link `gitmail view` printed: it carries a token."
             )
 
-    def _route(self, path: str, query: dict[str, list[str]]) -> tuple[HTTPStatus, str, bytes]:
+    def _route(self, path: str, query: dict[str, list[str]]) -> tuple[HTTPStatus, str, bytes, dict[str, str]]:
         if path in _STATIC:
             name, kind = _STATIC[path]
-            return HTTPStatus.OK, kind, static(name).encode()
+            return HTTPStatus.OK, kind, static(name).encode(), {}
         view = self.server.view
         try:
             snap = view.current()
             if path == "/changes":
-                return HTTPStatus.OK, "application/json", f'{{"token": "{snap.token}"}}'.encode()
+                return HTTPStatus.OK, "application/json", f'{{"token": "{snap.token}"}}'.encode(), {}
+            if path.startswith("/attachment/"):
+                return _download(snap, path)
             html = self._page(snap, path, query)
         except NotFound as error:
             raise _Response(HTTPStatus.NOT_FOUND, str(error)) from None
@@ -357,7 +370,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Response(HTTPStatus.BAD_REQUEST, str(error)) from None
         except GitmailError as error:
             raise _Response(HTTPStatus.SERVICE_UNAVAILABLE, f"The mailbox cannot be read: {error}") from None
-        return HTTPStatus.OK, "text/html; charset=utf-8", html.encode()
+        return HTTPStatus.OK, "text/html; charset=utf-8", html.encode(), {}
 
     def _page(self, snap: Snapshot, path: str, query: dict[str, list[str]]) -> str:
         links = Links()
@@ -394,6 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
         return show(
             "repo.html",
             repo=known[name],
+            sessions=actions.sessions_here(snap.store, RepoName(name)) if not name_problem(name) else None,
             waiting=conversations.waiting(snap, repo=name, limit=_ALL),
             conversations=conversations.conversations(snap, repo=name, page=page),
         )
@@ -422,6 +436,25 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the browser went away
+
+
+def _download(snap: Snapshot, path: str) -> tuple[HTTPStatus, str, bytes, dict[str, str]]:
+    """An attachment, as a download only: whatever it holds (HTML, SVG, a script), the browser saves it and never
+    shows it as a page: `Content-Disposition: attachment`, a type no browser renders, no sniffing, a sandbox."""
+    parts = path.split("/")
+    if len(parts) != 4 or not parts[2] or not parts[3]:
+        raise NotFound(f"nothing at {path}")
+    try:
+        name = unquote(parts[3], errors="strict")
+    except UnicodeDecodeError:
+        raise NotFound(f"nothing at {path}") from None
+    item, content = conversations.attachment(snap, parts[2], name)
+    fallback = re.sub(r"[^A-Za-z0-9._ ()-]", "_", item.name) or "attachment"
+    headers = {
+        "Content-Disposition": f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(item.name, safe='')}",
+        "Content-Security-Policy": _DOWNLOAD_POLICY,
+    }
+    return HTTPStatus.OK, "application/octet-stream", content, headers
 
 
 def _number(text: str) -> int:

@@ -656,6 +656,100 @@ class CodexSession(Session):
         self.out.until(lambda m: m.get("method") == "turn/completed")
 
 
+class CodexWindow:
+    """Codex's interactive terminal interface (its TUI), as a user runs it in a terminal: in a tmux pane of a tmux
+    server of its own. The TUI keeps its threads in Codex's managed app-server daemon, which runs the hooks and
+    outlives the window; `close` ends both and whatever else of Codex's the world left running."""
+
+    def __init__(self, world: World, cwd: Path) -> None:
+        self.world, self.cwd = world, cwd
+        self.server = f"gitmail-{os.getpid()}-{next(_probes)}"
+        config = world.codex_home / "config.toml"
+        trusted = f'\n[projects."{cwd}"]\ntrust_level = "trusted"\n'  # no "trust this folder?" question
+        if trusted not in config.read_text():
+            config.write_text(config.read_text() + trusted)
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in world.env(TERM="xterm-256color").items())
+        launcher = world.root / f"{self.server}.sh"
+        launcher.write_text(
+            f"#!/bin/sh\n{exports}cd {shlex.quote(str(cwd))}\nexec {shlex.quote(str(world.binaries['codex']))}\n"
+        )
+        launcher.chmod(0o755)
+        self._tmux("new-session", "-d", "-s", "codex", "-x", "160", "-y", "45", str(launcher))
+        self._tmux("set-option", "-t", "codex", "remain-on-exit", "on")
+        self.wait_screen("Ask Codex")
+        control = world.codex_home / "app-server-control" / "app-server-control.sock"
+        deadline = time.monotonic() + 30
+        while not control.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # the TUI drops keys until it has attached to the daemon
+
+    def _tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.server, *args], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "codex")
+
+    def wait_screen(self, text: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            shown = self.screen()
+            if text in shown:
+                return shown
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never showed in the Codex window:\n{self.screen()}")
+
+    def prompt(self, text: str) -> Request:
+        """Type a prompt and press Enter (again, until the turn starts): the turn's first model request."""
+        since = len(self.world.stub.requests)
+        self._tmux("send-keys", "-t", "codex", "-l", text)
+        deadline = time.monotonic() + TURN_TIMEOUT
+        while time.monotonic() < deadline:
+            time.sleep(0.4)
+            self._tmux("send-keys", "-t", "codex", "Enter")
+            found = self.world.stub.next_request(since, 2.5)
+            if found is not None:
+                return found
+        raise AssertionError(f"the Codex window did not start a turn:\n{self.screen()}")
+
+    def quit(self) -> None:
+        """Leave as a user does: /quit (the daemon keeps the thread loaded for about a minute)."""
+        self._tmux("send-keys", "-t", "codex", "-l", "/quit")
+        time.sleep(0.4)
+        self._tmux("send-keys", "-t", "codex", "Enter")
+        deadline = time.monotonic() + 30
+        while "Pane is dead" not in self.screen() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.server, "kill-server"], capture_output=True)
+        env = self.world.env()
+        subprocess.run([str(self.world.binaries["codex"]), "app-server", "daemon", "stop"], env=env, capture_output=True,
+                       timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
+        for proc in Path("/proc").iterdir():  # the daemon's helpers survive `daemon stop`
+            try:
+                environ = (proc / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"CODEX_HOME={self.world.codex_home}".encode() in environ and proc.name.isdigit():
+                try:
+                    os.kill(int(proc.name), 15)
+                except OSError:
+                    pass
+        shutil.rmtree(self.world.codex_home / "packages", ignore_errors=True)  # the daemon's copy of Codex (~0.4 GB)
+        # The TUI asks GitHub for its announcement tip at every start, and no setting stops it: the stub refused it,
+        # as it refuses anything but itself; that one request is not held against the test.
+        refused = self.world.stub.refused
+        refused[:] = [r for r in refused if r != "CONNECT raw.githubusercontent.com:443"]
+
+    def __enter__(self) -> CodexWindow:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 HOSTS: dict[str, type[Host]] = {"claude": ClaudeCode, "claude-plugin": ClaudeCodePlugin, "codex": Codex}
 
 

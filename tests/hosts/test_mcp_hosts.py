@@ -14,7 +14,9 @@ from gitmail.store.repository import Store
 from tests.hosts.harness import HOSTS, Host, World
 from tests.hosts.stub import Call, Request, Step
 
-TOOLS = ["send", "inbox", "done", "log", "show", "retract"]
+pytestmark = pytest.mark.hosts
+
+TOOLS = ["send", "inbox", "done", "log", "show", "retract", "sessions"]
 
 
 @pytest.fixture(params=["claude", "codex"])

@@ -1,0 +1,46 @@
+"""What follows the arrival of mail (a send, a reply, a broadcast, mail a sync brought in): a detached waker for the
+idle Codex sessions it may be for (waking.py). Costs a directory listing when no Codex session is known, and a spawn
+when one may be woken; it never waits for the waker, nor for Codex, and never fails what asked."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+
+from gitmail.store import hookfiles, sessions
+from gitmail.store.log import problem
+from gitmail.store.repository import Store
+
+WAKER = "import sys; from gitmail.waking import main; sys.exit(main(sys.argv[1:]))"
+
+
+def after_arrival(store: Store, repos: Iterable[str] | None) -> bool:
+    """Start the waker when an idle Codex session of these repos (None: of any repo) is known: True when one was
+    started."""
+    try:
+        idle = idle_codex(store, set(repos) if repos is not None else None)
+        if not idle:
+            return False
+        os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-P", "-c", WAKER, str(store.path), *(info.key for info in idle)],
+            {**os.environ, "GITMAIL_DIR": str(store.path)},
+            file_actions=[(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)],
+            setsid=True,  # detached: not killed with the sender's process group, never waited for
+        )
+        return True
+    except Exception as error:  # waking is a courtesy: the mail reaches the session at its next moment anyway
+        problem(store.path, f"could not start waking Codex sessions: {error}")
+        return False
+
+
+def idle_codex(store: Store, repos: set[str] | None) -> list[sessions.Info]:
+    """The Codex sessions of these repos that wait for their user, their process running."""
+    folder = hookfiles.folder(store.path, hookfiles.SESSIONS)
+    try:
+        names = [n[: -len(".json")] for n in os.listdir(folder) if n.startswith("codex-") and n.endswith(".json")]
+    except OSError:
+        return []
+    found = [sessions.info(store.path, "codex", name.removeprefix("codex-")) for name in names]
+    return [i for i in found if i is not None and i.state == "idle" and (repos is None or i.repo in repos)]

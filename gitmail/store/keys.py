@@ -1,0 +1,463 @@
+"""This machine's signing key, the keys of other machines, and how keys travel between them.
+
+- **This machine's key** signs every commit gitmail writes (messages, replies, broadcasts, notes commits: receipts,
+  hand-overs, retractions). It is made on first use, an Ed25519 key in OpenSSH's format at
+  gitmail/keys/<machine id> inside the mailbox's own folder (owner-only, never among its git objects), or it is the
+  user's own SSH key (`gitmail.signingKey` in the mailbox's config: a private key file, or the public key file of
+  a key an ssh-agent holds). An unencrypted Ed25519 key signs in-process; any other through `ssh-keygen -Y sign`.
+  A private key file that others may read is refused, in one line, as ssh refuses it.
+- **Publication**: each machine publishes its public key in the notes ref refs/notes/gitmail-keys, which sync
+  carries like every gitmail notes ref (merged as a union of lines). A publication is one line naming the machine,
+  its key and a time, signed with that very key (namespace "gitmail-key"), so it proves possession of the key.
+- **Pins**: this machine accepts a machine's key the first time it sees it published (pinned on first sight); a
+  later, different key for a machine it already knows is recorded as new and not accepted until the user trusts it
+  (`trust`); `revoke` stops accepting a machine's keys. What is known and decided lives in gitmail/keys/pins.json
+  (pins.py), machine-local, changed under the mailbox lock. Every change bumps the claims stamp: trust labels may read
+  differently now, so no session start is answered from a kept answer made before.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import NamedTuple
+
+from gitmail.errors import MailboxError, UsageError
+from gitmail.store import machines, pins, signatures
+from gitmail.store.files import read_text, write_atomically
+from gitmail.store.repository import Store
+from gitmail.values import sshsig
+from gitmail.values.ids import ID_PATTERN
+from gitmail.values.machine import NAME_PATTERN, Machine
+from gitmail.values.verdict import ACCEPTED, GOOD, NEW, PINNED, REVOKED, TRUSTED, Key
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hashlib import sha1 as _sha1
+else:
+    try:  # CPython's own SHA-1: hashlib would load OpenSSL
+        from _sha1 import sha1 as _sha1
+    except ImportError:
+        from hashlib import sha1 as _sha1
+
+SETTING = "signingKey"  # gitmail.signingKey: the user's own SSH key to sign with instead of gitmail's
+FOLDER = pins.FOLDER
+PUBLISHED = "published"  # "<fingerprint> <machine name> <machine id>" of the publication last written
+KEYS_NOTES = "refs/notes/gitmail-keys"
+
+
+class SigningKeyError(MailboxError):
+    """The key gitmail is to sign with cannot be used: missing, readable by others, damaged, or refused."""
+
+
+class NoSigner(SigningKeyError):
+    """Nothing in this process can sign or make a key: no PyNaCl and no ssh-keygen (a bare interpreter, as a host
+    plugin runs gitmail before it has set up its own environment)."""
+
+
+# -- this machine's key ---------------------------------------------------------------------------------------------
+
+
+class Signer:
+    """The key this machine signs with."""
+
+    def __init__(self, path: Path, public: bytes, seed: bytes | None, *, own: bool) -> None:
+        self.path, self.public, self.seed, self.own = path, public, seed, own
+        self.fingerprint = sshsig.fingerprint(public)
+
+    @property
+    def openssh(self) -> str:
+        return sshsig.openssh(self.public)
+
+    @property
+    def kind(self) -> str:
+        return sshsig.key_type(self.public)
+
+    def sign(self, data: bytes, namespace: str = sshsig.COMMITS) -> str:
+        """The armored SSH signature of `data`."""
+        point = sshsig.ed25519_public(self.public)
+        if self.seed is not None and point is not None:
+            try:
+                return sshsig.ed25519_signature(self.seed, point, data, namespace)
+            except sshsig.Unavailable:
+                pass  # no PyNaCl here: ssh-keygen signs with the same file
+        return _keygen_sign(self.path, data, namespace)
+
+
+def default_path(store: Store, machine_id: str) -> Path:
+    return store.own_dir / FOLDER / machine_id
+
+
+def configured(store: Store) -> Path | None:
+    """The key `gitmail.signingKey` names, if any (SigningKeyError for a relative path)."""
+    raw = store.setting(SETTING) if store.exists() else None
+    if not raw:
+        return None
+    path = Path(os.path.expanduser(raw))
+    if not path.is_absolute():
+        raise SigningKeyError(f"gitmail.{SETTING} must be an absolute path (it is {raw!r})")
+    return path
+
+
+def signer(store: Store, *, create: bool) -> Signer | None:
+    """The key this machine signs with: the one `gitmail.signingKey` names, else gitmail's own (made now when
+    `create`, else None when there is none yet)."""
+    path = configured(store)
+    if path is not None:
+        return load(path, own=False)
+    machine_id = machines.local_id(store, create=create)
+    if machine_id is None:
+        return None
+    path = default_path(store, machine_id)
+    if not path.exists():
+        if not create:
+            return None
+        _make(store, path, machines.current(store))
+    return load(path, own=True)
+
+
+def load(path: Path, *, own: bool = False) -> Signer:
+    """A key file as a Signer: a private key (refused when others may read it), or a public key whose private half
+    an ssh-agent holds. SigningKeyError, in one line, for anything else."""
+    text = _read_key(path)
+    if _looks_private(text):
+        key = _private(path, text)
+        return Signer(path, key.public, key.seed, own=own)
+    try:
+        public = sshsig.key_blob(text.decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        raise SigningKeyError(f"{path} is neither an SSH private key nor an SSH public key") from None
+    beside = path.with_suffix("") if path.suffix == ".pub" else None
+    if beside is not None and beside.exists():
+        # ssh-keygen -f KEY.pub signs with the agent's key, else silently with the private file beside it: check
+        # that file as ssh-keygen would use it, and sign with it in-process when that can be done.
+        key = _private(beside, _read_key(beside))
+        if key.public != public:
+            raise SigningKeyError(f"{path} and {beside} beside it hold different keys")
+        return Signer(path if key.seed is None else beside, public, key.seed, own=own)
+    return Signer(path, public, None, own=own)
+
+
+def _looks_private(text: bytes) -> bool:
+    return b"PRIVATE KEY-----" in text[:100]
+
+
+def _read_key(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            text = handle.read(1 << 16)
+    except FileNotFoundError:
+        raise SigningKeyError(f"the signing key {path} does not exist") from None
+    except OSError as error:
+        raise SigningKeyError(f"cannot read the signing key {path}: {error.strerror or error}") from None
+    if _looks_private(text) and info.st_mode & 0o077:
+        raise SigningKeyError(
+            f"the signing key {path} can be read by others (mode {info.st_mode & 0o777:04o}); "
+            f"gitmail refuses it, as ssh does (fix: chmod 600 {path})"
+        )
+    return text
+
+
+def _private(path: Path, text: bytes) -> sshsig.PrivateKey:
+    """The key in a private key file: OpenSSH's format read here; an older one (PEM) through ssh-keygen, which
+    signs with it too."""
+    if sshsig.is_private(text):
+        try:
+            return sshsig.read_private(text)
+        except sshsig.KeyFormatError as error:
+            raise SigningKeyError(f"{path} is {error}") from None
+    if not _looks_private(text):
+        raise SigningKeyError(f"{path} is not an SSH private key")
+    public = Path(f"{path}.pub")
+    try:
+        line = public.read_text(encoding="ascii") if public.exists() else _keygen_public(path)
+        return sshsig.PrivateKey(sshsig.key_blob(line), None)
+    except (OSError, ValueError, UnicodeDecodeError):
+        raise SigningKeyError(f"cannot tell the public key of {path}") from None
+
+
+def _keygen_public(path: Path) -> str:
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["ssh-keygen", "-y", "-f", str(path)],
+            capture_output=True,
+            timeout=30,
+            start_new_session=True,
+            env={**os.environ, "SSH_ASKPASS_REQUIRE": "never"},
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.decode("ascii", "replace") if done.returncode == 0 else ""
+
+
+def _make(store: Store, path: Path, machine: Machine) -> None:
+    """gitmail's own key for this machine, made once (racing makers agree on one: the first link wins)."""
+    comment = f"gitmail@{machine.name}"
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        seed = os.urandom(32)
+        try:
+            text = sshsig.write_private(
+                seed, sshsig.ed25519_keypair(seed), comment, int.from_bytes(os.urandom(4), "big")
+            )
+        except sshsig.Unavailable:  # no PyNaCl here: ssh-keygen makes it
+            text = _keygen_make(path.parent, comment)
+        public = sshsig.read_private(text).public
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, text)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return  # another process made it first: theirs is the one
+        except OSError:  # a file system without hard links
+            if not path.exists():
+                os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+        line = f"{sshsig.openssh(public)} {comment}\n"
+        write_atomically(path.with_name(path.name + ".pub"), line.encode())
+    except OSError as error:
+        raise SigningKeyError(f"cannot make a signing key at {path}: {error.strerror or error}") from None
+
+
+def _keygen_make(folder: Path, comment: str) -> bytes:
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix=".new-", dir=folder) as scratch:
+        made = Path(scratch, "key")
+        try:
+            done = subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(made)],
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                timeout=60,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise NoSigner("no key can be made here: that needs PyNaCl or ssh-keygen, and neither is here") from None
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise SigningKeyError(f"ssh-keygen could not make a key: {error}") from None
+        if done.returncode != 0:
+            raise SigningKeyError(f"ssh-keygen could not make a key: {done.stderr.decode(errors='replace').strip()}")
+        return made.read_bytes()
+
+
+def _keygen_sign(path: Path, data: bytes, namespace: str) -> str:
+    """`ssh-keygen -Y sign`: any key type, an ssh-agent's key given its public key file. Never waits for a
+    passphrase: no terminal (a session of its own) and no askpass, so an encrypted key fails at once."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["ssh-keygen", "-q", "-Y", "sign", "-n", namespace, "-f", str(path)],
+            input=data,
+            capture_output=True,
+            timeout=60,
+            start_new_session=True,
+            env={**os.environ, "SSH_ASKPASS_REQUIRE": "never"},
+        )
+    except FileNotFoundError:
+        raise NoSigner(
+            f"signing with {path} needs ssh-keygen (or PyNaCl, for an Ed25519 key): neither is here"
+        ) from None
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise SigningKeyError(f"ssh-keygen could not sign with {path}: {error}") from None
+    if done.returncode != 0 or not done.stdout.startswith(sshsig.BEGIN.encode()):
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        reason = said[-1] if said else f"it exited {done.returncode}"
+        raise SigningKeyError(f"ssh-keygen could not sign with {path}: {reason}")
+    return done.stdout.decode("ascii")
+
+
+class Survey(NamedTuple):
+    """The key this machine signs with and the keys it knows of other machines."""
+
+    machine: Machine  # this machine
+    own: Signer | None  # None: no key yet (made at the first write)
+    published: bool  # whether this machine's key is published (by its first signed write, or `keys init`)
+    others: list[Key]  # every key other machines published, and what this machine makes of each
+
+
+# -- publications ---------------------------------------------------------------------------------------------------
+
+
+class Published(NamedTuple):
+    """A machine's key as it published it, its possession proven."""
+
+    machine: str  # id
+    name: str
+    public: bytes
+    at: int  # seconds since the epoch
+
+    @property
+    def fingerprint(self) -> str:
+        return sshsig.fingerprint(self.public)
+
+
+def anchor(machine_id: str) -> str:
+    """The object id a machine's publications are the note of (no such object exists: a note needs a name)."""
+    return _sha1(f"gitmail key of machine {machine_id}".encode()).hexdigest()
+
+
+def publication(key: Signer, machine: Machine, when: int) -> str:
+    """`<id> <name> <key type> <key> <time> <signature>`: the signature (base64 of the SSHSIG) is over everything
+    before it, exactly as written."""
+    said = f"{machine.id} {machine.name} {key.openssh} {when}"
+    armored = key.sign(said.encode(), sshsig.KEYS)
+    return f"{said} {''.join(armored.strip().splitlines()[1:-1])}"  # the armor's base64, on one line
+
+
+def parse_publication(line: str) -> Published | None:
+    """The publication on this line, if it is one whose signature its own key made; None otherwise."""
+    said, _, signature = line.strip().rpartition(" ")
+    fields = said.split(" ")
+    if len(fields) != 5 or not ID_PATTERN.fullmatch(fields[0]) or not NAME_PATTERN.fullmatch(fields[1]):
+        return None
+    if not fields[4].isdigit():
+        return None
+    try:
+        public = sshsig.key_blob(f"{fields[2]} {fields[3]}")
+        armored = sshsig.armor(sshsig.unb64(signature))
+    except ValueError:
+        return None
+    fact = signatures.check(said.encode(), armored, sshsig.KEYS)
+    if fact.kind != GOOD or fact.key != sshsig.fingerprint(public):
+        return None
+    return Published(fields[0], fields[1], public, int(fields[4]))
+
+
+def publications(store: Store) -> list[Published]:
+    """Every publication in the mailbox's refs/notes/gitmail-keys whose signature holds."""
+    if not store.targets([KEYS_NOTES]):
+        return []
+    listed = store.git("ls-tree", "-r", "-z", KEYS_NOTES).decode(errors="replace")
+    blobs = [entry.partition("\t")[0].split()[2] for entry in listed.split("\0") if entry]
+    found = []
+    for data in store.read(blobs):
+        for line in (data or b"").decode(errors="replace").splitlines():
+            published = parse_publication(line)
+            if published is not None:
+                found.append(published)
+    return found
+
+
+def published_mark(store: Store) -> str:
+    return (read_text(store.own_dir / FOLDER / PUBLISHED) or "").strip()
+
+
+def mark(key: Signer, machine: Machine) -> str:
+    return f"{key.fingerprint} {machine.name} {machine.id}"
+
+
+def remember_published(store: Store, key: Signer, machine: Machine) -> None:
+    try:
+        write_atomically(store.own_dir / FOLDER / PUBLISHED, (mark(key, machine) + "\n").encode(), durable=False)
+    except MailboxError:
+        pass  # published again at the next write: a line already there is not added twice
+
+
+# -- what this machine accepts --------------------------------------------------------------------------------------
+
+
+def learn(store: Store) -> list[Key]:
+    """Take in the keys published since last time (the caller holds the mailbox lock): a machine seen for the
+    first time with one key has it pinned; any other key is recorded as new, not accepted. The keys added."""
+    tip = store.targets([KEYS_NOTES]).get(KEYS_NOTES)
+    learned, keys = pins.load(store)
+    if tip is None or tip == learned:
+        return []
+    own = machines.local_id(store)
+    now = _now()
+    added: list[Key] = []
+    by_machine: dict[str, list[Published]] = {}
+    for published in publications(store):
+        if published.machine != own:
+            by_machine.setdefault(published.machine, []).append(published)
+    for machine, found in sorted(by_machine.items()):
+        latest = max(found, key=lambda p: p.at)
+        keys = [k._replace(name=latest.name) if k.machine == machine else k for k in keys]
+        had = {k.fingerprint for k in keys if k.machine == machine}
+        fresh = {p.fingerprint: p for p in sorted(found, key=lambda p: p.at) if p.fingerprint not in had}
+        state = PINNED if not had and len(fresh) == 1 else NEW
+        for print_, published in fresh.items():
+            added.append(Key(machine, latest.name, print_, sshsig.openssh(published.public), state, now))
+    pins.save(store, tip, [*keys, *added])
+    return added
+
+
+def trust(store: Store, machine: str, fingerprint: str) -> Key:
+    """Accept this key for this machine (its id or name), whatever was decided before: the user compared it."""
+    wanted = fingerprint if fingerprint.startswith("SHA256:") else f"SHA256:{fingerprint}"
+    with store.locked():
+        learn(store)
+        learned, keys = pins.load(store)
+        machine_id = _machine(keys, machine)
+        matching = [k for k in keys if k.machine == machine_id and k.fingerprint == wanted]
+        if not matching:
+            theirs = ", ".join(k.fingerprint for k in keys if k.machine == machine_id)
+            raise UsageError(f"machine {machine} has published no key {wanted} (its keys: {theirs})")
+        chosen = matching[0]._replace(state=TRUSTED, at=_now())
+        pins.save(store, learned, [chosen if k == matching[0] else k for k in keys])
+    return chosen
+
+
+def revoke(store: Store, machine: str) -> list[Key]:
+    """Stop accepting every key of this machine (its id or name); its mail reads UNVERIFIED until a key of it is
+    trusted again. The keys revoked."""
+    with store.locked():
+        learn(store)
+        learned, keys = pins.load(store)
+        machine_id = _machine(keys, machine)
+        now = _now()
+        changed = [k._replace(state=REVOKED, at=now) for k in keys if k.machine == machine_id and k.state != REVOKED]
+        kept = [k for k in keys if k.machine != machine_id or k.state == REVOKED]
+        pins.save(store, learned, [*kept, *changed])
+    return changed
+
+
+def _machine(keys: Sequence[Key], given: str) -> str:
+    """The id of the machine `given` names: an id, or a name only one machine has."""
+    if any(k.machine == given for k in keys):
+        return given
+    ids = sorted({k.machine for k in keys if k.name == given})
+    if len(ids) == 1:
+        return ids[0]
+    if ids:
+        raise UsageError(f"{len(ids)} machines are called {given!r} ({', '.join(ids)}); name one by its id")
+    raise UsageError(f"no machine {given!r} has published a key here (run `gitmail sync`, then `gitmail keys`)")
+
+
+def _now() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+# -- what plain git is told, and what readers are told ------------------------------------------------------------
+
+
+def allowed_signers(store: Store) -> str:
+    """git's allowed_signers format: this machine's key and every key accepted for another machine, each for the
+    principal `<machine name>@<machine id>`, namespace "git"."""
+    lines = ["# gitmail's signing keys: git -c gpg.ssh.allowedSignersFile=FILE log --show-signature --glob=gitmail"]
+    own = signer(store, create=False)
+    if own is not None:
+        here = machines.current(store)
+        lines.append(f'{here.name}@{here.id} namespaces="git" {own.openssh}')
+    for key in pins.known(store).all:
+        if key.state in ACCEPTED:
+            lines.append(f'{key.name}@{key.machine} namespaces="git" {key.public}')
+        else:
+            lines.append(f"# {key.state}, not accepted: {key.name}@{key.machine} {key.public}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,39 @@
+"""Addresses: a repository (`api`), or one session of it (`api#HANDLE`, where HANDLE is the session's chosen name,
+its worktree's name, or a prefix of the host's id for it). Pure."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from gitmail.errors import UsageError
+from gitmail.values.names import RepoName
+
+HANDLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SESSION_KEY = re.compile(r"(claude|codex):[A-Za-z0-9_-]{1,128}")  # a session as messages record it: host:id
+
+
+class Address(NamedTuple):
+    repo: RepoName
+    handle: str | None = None  # one session of the repo, or (None) the repo: every session of it
+
+    def __str__(self) -> str:
+        return f"{self.repo}#{self.handle}" if self.handle else str(self.repo)
+
+    @classmethod
+    def parse(cls, text: str) -> Address:
+        """`api` or `api#handle`; a usage error for anything else."""
+        repo, hash_sign, handle = text.partition("#")
+        if not hash_sign:
+            return cls(RepoName.parse(text))
+        if not HANDLE.fullmatch(handle):
+            raise UsageError(
+                f"invalid session handle {handle!r} in {text!r}: use a session's name, its worktree's name or the "
+                "start of its id (letters, digits, '.', '_', '-')"
+            )
+        return cls(RepoName.parse(repo), handle)
+
+
+def session_key(text: str) -> str | None:
+    """`text` when it is a session as messages record it ("claude:5b0e8d1c-..."), else None."""
+    return text if SESSION_KEY.fullmatch(text) else None

@@ -1,0 +1,312 @@
+"""Sessions as addresses: worktrees are their repository, a session never gets its own mail, one session of a repo
+can be reached by its handle, replies go back to the session that asked, and `gitmail sessions` says who is here."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from gitmail import actions, mailbox
+from gitmail.errors import UsageError
+from gitmail.store import hookfiles, sessions
+from gitmail.store.repository import Store
+from gitmail.values.names import RepoName
+from gitmail.workspace import Actor, place
+from tests.conftest import RepoFactory, run_gitmail
+from tests.hooked import Session
+
+GIT_ID = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env={**os.environ, **GIT_ID})
+
+
+@pytest.fixture(autouse=True)
+def mailbox_made(box: Store) -> None:
+    """Sessions are recorded in the mailbox's own folder: these tests start with one (mail creates it)."""
+    box.create()
+
+
+@pytest.fixture
+def api(repos: RepoFactory) -> Path:
+    path = repos("api")
+    git("commit", "-q", "--allow-empty", "-m", "start", cwd=path)
+    return path
+
+
+@pytest.fixture
+def worktree(api: Path) -> Path:
+    """A linked worktree of api, as Claude Code's --worktree makes them."""
+    path = api / ".claude" / "worktrees" / "brave-otter"
+    git("worktree", "add", "-q", str(path), "-b", "otter", cwd=api)
+    return path
+
+
+# -- worktrees are their repository ---------------------------------------------------------------------------------
+
+
+def test_a_linked_worktree_is_its_repository(api: Path, worktree: Path) -> None:
+    found = place(worktree / "src" if (worktree / "src").exists() else worktree)
+    assert found is not None
+    assert (found.name, found.home, found.worktree, found.top) == ("api", api, "brave-otter", worktree)
+    assert found.branch() == "otter"
+    main = place(api)
+    assert main is not None and (main.name, main.home, main.worktree) == ("api", api, None)
+
+
+def test_a_bare_repositorys_worktrees_are_the_repository(tmp_path: Path) -> None:
+    bare = tmp_path / "api.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    seed = tmp_path / "seed"
+    git("clone", "-q", str(bare), str(seed), cwd=tmp_path)
+    git("commit", "-q", "--allow-empty", "-m", "start", cwd=seed)
+    git("push", "-q", "origin", "HEAD:main", cwd=seed)
+    git("worktree", "add", "-q", str(tmp_path / "feature"), "main", cwd=bare)
+    found = place(tmp_path / "feature")
+    assert found is not None and (found.name, found.home, found.worktree) == ("api", bare, "feature")
+
+
+def test_a_repository_may_choose_its_name(api: Path, worktree: Path, box: Store) -> None:
+    git("config", "gitmail.name", "api-server", cwd=api)
+    found = place(worktree)
+    assert found is not None and (found.name, found.named_by) == ("api-server", "gitmail.name")
+    mailbox.send(box, sender="web", to="api-server", subject="for the chosen name")
+    assert "for the chosen name" in Session(worktree, "s1")("session-start")
+    assert '"api-server" (chosen with git config gitmail.name name)' in run_gitmail("doctor", cwd=worktree).stdout
+
+
+def test_mail_for_a_repo_reaches_the_sessions_of_every_worktree(api: Path, worktree: Path, box: Store) -> None:
+    sent = mailbox.send(box, sender="web", to="api", subject="for api")
+    assert sent.message.id in Session(api, "main-1")("session-start")
+    assert sent.message.id in Session(worktree, "wt-1")("session-start")
+    claims = json.loads((box.own_dir / "claims.json").read_text())
+    assert claims == {"api": str(api)}  # one repository, not two strangers
+
+
+def test_mail_for_a_worktrees_old_name_reaches_that_worktrees_sessions(api: Path, worktree: Path, box: Store) -> None:
+    """Before, a session in a worktree went by the worktree's folder name: mail sent to that name is not stranded."""
+    from gitmail.store.claims import save_claims
+
+    box.create()
+    save_claims(box, {"brave-otter": str(worktree)})
+    old = mailbox.send(box, sender="web", to="brave-otter", subject="sent to the old name")
+    session = Session(worktree, "wt-1")
+    assert old.message.id in session("session-start")
+    assert old.message.id not in Session(api, "main-1")("session-start")  # only that worktree's sessions
+    done = session.gitmail("done", old.message.id)
+    assert done.returncode == 0 and f"archived {old.message.id}" in done.stderr
+
+
+# -- a session never gets its own mail ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_a_session_never_sees_what_it_sent_at_any_moment(
+    api: Path, worktree: Path, box: Store, broadcast: bool
+) -> None:
+    alpha, beta = Session(api, "alpha-1111"), Session(worktree, "beta-2222")
+    alpha("session-start")
+    beta("session-start")
+    sent = alpha.send("--broadcast" if broadcast else "--to=api", "-s", "from alpha", "-m", "news")
+    for moment in ("tool", "prompt", "stop", "wake"):
+        assert sent not in alpha(moment), moment
+    assert sent not in alpha("session-start", source="resume")
+    assert sent in beta("tool")  # the repo's other session hears it at its next moment
+    assert sent not in beta("tool")  # once
+
+
+# -- sessions as addresses --------------------------------------------------------------------------------------
+
+
+def test_an_address_reaches_exactly_one_of_two_sessions_in_one_worktree(api: Path, box: Store) -> None:
+    one, two = Session(api, "11111111-aaaa"), Session(api, "22222222-bbbb")
+    one("session-start")
+    two("session-start")
+    assert one.gitmail("session", "--name", "builder").returncode == 0
+    by_name = mailbox.send(box, sender="web", to="api", subject="x")  # for both
+    assert by_name.message.id in one("tool") and by_name.message.id in two("tool")
+    web = Session(api.parent / "web", "web-1")
+    web.cwd.mkdir()
+    subprocess.run(["git", "init", "-q", str(web.cwd)], check=True)
+    for handle, reaches in (("builder", one), ("2222", two)):
+        sent = web.send("--to", f"api#{handle}", "-s", f"for {handle}", "-m", "just you")
+        other = two if reaches is one else one
+        assert sent in reaches("tool") and sent not in other("tool")
+    logged = run_gitmail("log", "--repo", "api#builder", "--json", cwd=api)
+    assert [m["subject"] for m in json.loads(logged.stdout)] == ["for builder"]  # one session's mail
+    assert [m["address"] for m in json.loads(logged.stdout)] == ["api#builder"]
+
+
+def test_a_handle_that_names_several_live_sessions_is_refused_with_the_candidates(api: Path, box: Store) -> None:
+    Session(api, "abcd1111")("session-start")
+    Session(api, "abcd2222")("session-start")
+    before = sorted(p.name for p in (box.path / "refs").rglob("*") if p.is_file())
+    done = run_gitmail("send", "--to", "api#abcd", "-s", "x", "-m", "y", "--from", "web", cwd=api)
+    assert done.returncode == 2
+    assert done.stderr.startswith("gitmail: error: 'api#abcd' names 2 live sessions: claude:abcd1111 (idle, main")
+    assert "claude:abcd2222" in done.stderr and done.stderr.count("\n") == 1
+    assert sorted(p.name for p in (box.path / "refs").rglob("*") if p.is_file()) == before  # nothing written
+
+
+def test_a_reply_goes_back_to_the_session_that_asked_and_to_its_repo_once_it_ended(
+    api: Path, worktree: Path, box: Store
+) -> None:
+    asker, other = Session(worktree, "asker-11"), Session(api, "other-22")
+    asker("session-start")
+    other("session-start")
+    question = asker.send("--to", "web", "-s", "which port?", "-m", "?")
+    web = Session(api.parent / "web", "web-1")
+    web.cwd.mkdir()
+    subprocess.run(["git", "init", "-q", str(web.cwd)], check=True)
+    answer = web.send("--reply-to", question, "-m", "8080")
+    assert answer in asker("tool") and answer not in other("tool")
+    shown = run_gitmail("show", answer, cwd=api).stdout
+    assert 'directed to "api#brave-otter"' in shown
+    asker("session-end", reason="prompt_input_exit")
+    second = web.gitmail("send", "--reply-to", question, "-m", "or 8443")
+    assert second.returncode == 0
+    assert (
+        'the session that asked ("api#brave-otter") has ended: every session of "api" gets the reply' in second.stderr
+    )
+    assert second.stdout.strip() in other("tool")  # nothing stranded
+
+
+def test_sending_to_a_session_that_ended_says_so_and_or_repo_sends_to_the_repo(api: Path, box: Store) -> None:
+    gone = Session(api, "gone-1234")
+    gone("session-start")
+    gone.gitmail("session", "--name", "gone")
+    gone("session-end", reason="logout")
+    waits = run_gitmail("send", "--to", "api#gone", "-s", "later", "-m", "x", "--from", "web", cwd=api)
+    assert waits.returncode == 0
+    assert 'note: "api#gone" ended at ' in waits.stderr and "waits for it to resume" in waits.stderr
+    instead = run_gitmail("send", "--to", "api#gone", "--or-repo", "-s", "now", "-m", "x", "--from", "web", cwd=api)
+    assert 'every session of "api" gets the message instead' in instead.stderr
+    fresh = Session(api, "fresh-5678")
+    seen = fresh("session-start")
+    assert instead.stdout.strip() in seen
+    assert waits.stdout.strip() in seen  # its session ended: mail for it reaches the repo's sessions
+
+
+# -- who is here ------------------------------------------------------------------------------------------------
+
+
+def test_sessions_lists_who_is_here_with_worktree_branch_state_pending_and_card(
+    api: Path, worktree: Path, box: Store
+) -> None:
+    main, side = Session(api, "main-0001"), Session(worktree, "side-0002")
+    main("session-start")
+    side("session-start")
+    side("prompt")  # in a turn
+    side.gitmail("session", "--card", "fixing the\nparser \u202eNOW")
+    mailbox.send(box, sender="web", to="api", subject="news")
+    listed = json.loads(run_gitmail("sessions", "--json", cwd=api).stdout)
+    by_address = {s["address"]: s for s in listed}
+    assert set(by_address) == {"api#main-000", "api#brave-otter"}
+    assert (
+        by_address["api#brave-otter"]["worktree"] == "brave-otter"
+        and by_address["api#brave-otter"]["branch"] == "otter"
+    )
+    assert by_address["api#brave-otter"]["state"] == "live" and by_address["api#main-000"]["state"] == "idle"
+    assert by_address["api#brave-otter"]["card"] == "fixing the parser NOW"  # sanitised like a subject
+    assert by_address["api#main-000"]["pending"] == 1 and by_address["api#brave-otter"]["host"] == "claude"
+    text = run_gitmail("sessions", cwd=api).stdout
+    assert '    card "fixing the parser NOW"' in text
+
+
+def test_a_session_whose_process_is_gone_is_ended_not_guessed_from_a_timestamp(api: Path, box: Store) -> None:
+    ghost = Session(api, "ghost-1")
+    ghost("session-start")
+    live = hookfiles.session_files(box.path, "claude-ghost-1").live
+    live.write_text(f"{os.getpid()} 1\n")  # this process, but started at another time: a reused pid
+    assert sessions.info(box.path, "claude", "ghost-1").state == "ended"  # type: ignore[union-attr]
+    live.write_text(f"{os.getpid()} {sessions._stat(os.getpid())[2]}\n")  # type: ignore[index]
+    assert sessions.info(box.path, "claude", "ghost-1").state == "idle"  # type: ignore[union-attr]
+    live.write_text("999999 12345\n")  # a process that does not run
+    found = sessions.info(box.path, "claude", "ghost-1")
+    assert found is not None and found.state == "ended" and found.end_reason == "its process is gone"
+
+
+def test_a_session_that_started_before_the_mailbox_is_recorded_when_it_first_acts(api: Path, box: Store) -> None:
+    """No hook could record it at its start (there was no mailbox yet, and the quiet path starts no Python): its
+    first command, or its first hook run that reaches Python, does, with its process."""
+    early, later = Session(api, "early-1"), Session(api, "later-2")
+    assert early.gitmail("session", "--name", "early").returncode == 0
+    mailbox.send(box, sender="web", to="api", subject="news")
+    later("tool")
+    listed = {s["session"]: s for s in json.loads(run_gitmail("sessions", "--json", cwd=api).stdout)}
+    assert {k: (v["handle"], v["state"]) for k, v in listed.items()} == {
+        "early-1": ("early", "idle"),
+        "later-2": ("later-2", "live"),
+    }
+
+
+def test_the_view_shows_a_repos_sessions_and_session_addresses(api: Path, worktree: Path, box: Store) -> None:
+    from gitmail.web import server as view
+
+    side = Session(worktree, "side-0002")
+    side("session-start")
+    side.gitmail("session", "--card", "fixing <b>the</b> parser")
+    sent = actions.send(box, Actor(RepoName("web")), to="api#brave-otter", subject="for the otter only").entry
+    served = view.Server(box)
+    threading.Thread(target=served.serve_forever, daemon=True).start()
+    try:
+        pages = {}
+        for path in ("/repo/api", f"/thread/{sent.message.id}"):
+            connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+            connection.request("GET", path, headers={"Host": served.host, "Cookie": f"{served.cookie}={served.secret}"})
+            pages[path] = connection.getresponse().read().decode()
+            connection.close()
+    finally:
+        served.close()
+    repo_page = pages["/repo/api"]
+    assert "api#brave-otter" in repo_page and "worktree brave-otter" in repo_page and "on otter" in repo_page
+    assert "fixing &lt;b&gt;the&lt;/b&gt; parser" in repo_page  # a card is text, never markup
+    assert "#brave-otter</span>" in pages[f"/thread/{sent.message.id}"]
+
+
+def test_a_session_name_is_unique_among_the_repos_live_sessions(api: Path, box: Store) -> None:
+    one, two = Session(api, "one-1"), Session(api, "two-2")
+    one("session-start")
+    two("session-start")
+    assert one.gitmail("session", "--name", "lead").returncode == 0
+    taken = two.gitmail("session", "--name", "lead")
+    assert taken.returncode == 2 and "the name 'lead' is taken by claude:one-1" in taken.stderr
+    assert two.gitmail("session").stdout == "api#two-2\n"
+    outside = run_gitmail("session", cwd=api)
+    assert outside.returncode == 2 and "not inside a Claude Code or Codex session" in outside.stderr
+
+
+# -- done --all: only what a session here was shown whole ----------------------------------------------------------
+
+
+def test_done_all_outside_a_session_archives_only_what_a_session_here_was_shown(api: Path, box: Store) -> None:
+    shown = mailbox.send(box, sender="web", to="api", subject="seen by a session")
+    Session(api, "s-1")("session-start")
+    unseen = mailbox.send(box, sender="web", to="api", subject="arrived later")
+    run_gitmail("inbox", "--repo", "api", cwd=api.parent)  # a read outside any session: not a session's showing
+    done = run_gitmail("done", "--all", cwd=api)
+    assert f"archived {shown.message.id}" in done.stderr and f"left pending {unseen.message.id}" in done.stderr
+
+
+def test_a_message_shown_only_as_a_summary_is_not_shown_until_read_whole(api: Path, box: Store) -> None:
+    long = mailbox.send(box, sender="web", to="api", subject="long", body="x" * 20_000)
+    session = Session(api, "s-1")
+    assert "too long to show here" in session("session-start")
+    assert f"left pending {long.message.id}" in session.gitmail("done", "--all").stderr
+    assert session.gitmail("show", long.message.id).returncode == 0  # read whole
+    assert f"archived {long.message.id}" in session.gitmail("done", "--all").stderr
+
+
+def test_a_repo_whose_name_holds_a_hash_is_still_addressed_as_that_repo(box: Store) -> None:
+    mailbox.send(box, sender="web", to="odd#name", subject="its folder is odd#name")  # a repo of that name exists
+    sent = actions.send(box, Actor(RepoName("web")), to="odd#name", subject="again").entry
+    assert (sent.message.to, sent.message.to_session) == ("odd#name", None)
+    with pytest.raises(UsageError, match="no session of .other. answers to 'name'"):
+        actions.send(box, Actor(RepoName("web")), to="other#name", subject="to a session nobody has")
