@@ -27,10 +27,11 @@ from enum import Enum
 from typing import Any, NamedTuple
 
 from gitmail import mailbox, render
-from gitmail.errors import MailboxBusy, MailboxError
+from gitmail.errors import MailboxBusy, MailboxError, Unwritable
 from gitmail.mailbox import Entry, Pending
 from gitmail.store import sessions, stamps
 from gitmail.store.claims import claim, load_claims
+from gitmail.store.files import refused
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
@@ -116,6 +117,7 @@ class Delivery(NamedTuple):
     record: dict[str, Any] | None = None  # the session's record as this showing left it
     recording: Recording | None = None  # receipts the caller is to write once it has answered (a showing it
     # keeps to repeat must be forgotten if that write fails, or the receipts would never be written)
+    unrecorded: str | None = None  # one line: what this showing could not record (a full disk); the text ends with it
     generic: bool = True  # what any new session of the repo would be shown: nothing was this session's own
 
 
@@ -147,24 +149,27 @@ def deliver(
         return empty
     busy = False
     claimed_by = None
+    unrecorded: list[tuple[str, str]] = []  # what this showing could not record, and why (a full disk)
     if actor.here is not None and moment in (Moment.START, Moment.INBOX) and not peek:
         try:
             claimed_by = claim(store, repo=actor.repo, path=actor.here, timeout=deadline.left())
         except MailboxBusy:
             busy = True  # recording who uses the name can wait for the next reader
+        except Unwritable as error:
+            unrecorded.append(("which repository uses this name", error.reason))
     seen_stamps = stamps.read(store.path, actor.repo)  # before reading: a later send is then noticed next time
     also = aliases(store, actor)
     mail = mailbox.pending(store, repo=actor.repo, also=also, deadline=Deadline(0) if busy else deadline)
     me = actor.session.key if actor.session is not None else None
     generic = not any(me in (e.message.from_session, e.message.to_session) for e in [*mail.directed, *mail.broadcasts])
     mail = for_session(store, actor, mail)._replace(claimed_by=claimed_by)
-    show = _Showing(store, actor, moment, carried.channel, deadline, busy, budget, peek, command, defer)
+    show = _Showing(store, actor, moment, carried.channel, deadline, busy, budget, peek, command, defer, unrecorded)
     session = actor.session
     if session is None or peek:
-        return show(mail, None)
+        return _noting(show(mail, None), unrecorded)
     with sessions.record(store.path, session.host, session.id, deadline) as record:
         if record is None:  # no record to be had: behave as a session that knows nothing yet
-            return show(mail, None)
+            return _noting(show(mail, None), unrecorded)
         record.set("repo", str(actor.repo))
         if actor.place is not None:
             record.top = str(actor.place.top)
@@ -207,7 +212,20 @@ def deliver(
         ):
             record.set("stamps", seen_stamps)  # a queued turn's own hooks must see the mail as new: not after a nudge
         settled = delivery.settled and stamps.read(store.path, actor.repo) == seen_stamps
-        return delivery._replace(settled=settled, stamps=seen_stamps, record=dict(record.data), generic=generic)
+        delivery = delivery._replace(settled=settled, stamps=seen_stamps, record=dict(record.data), generic=generic)
+    if record.unsaved is not None:  # the record is written once the block is over
+        unrecorded.append(("what this session was shown", refused(record.unsaved)))
+    return _noting(delivery, unrecorded)
+
+
+def _noting(delivery: Delivery, unrecorded: Sequence[tuple[str, str]]) -> Delivery:
+    """The delivery with one line saying what it could not record, at the end of its text (not kept to be
+    repeated: the next showing records it)."""
+    if not unrecorded:
+        return delivery
+    line = render.unrecorded([thing for thing, _ in unrecorded], [reason for _, reason in unrecorded])
+    text = f"{delivery.text}\nNote: {line}.\n" if delivery.text is not None else None
+    return delivery._replace(text=text, settled=False, unrecorded=line)
 
 
 def for_session(store: Store, actor: Actor, mail: Pending) -> Pending:
@@ -282,8 +300,10 @@ class _Showing:
         peek: bool,
         command: str,
         defer: bool,
+        unrecorded: list[tuple[str, str]],
     ) -> None:
         self.store, self.actor, self.moment, self.channel = store, actor, moment, channel
+        self.unrecorded = unrecorded
         self.deadline, self.busy, self.budget, self.peek, self.defer = deadline, busy, budget, peek, defer
         self.voice = render.Voice(command=command, new=moment not in (Moment.START, Moment.INBOX))
 
@@ -364,6 +384,9 @@ class _Showing:
             except MailboxError as error:
                 problem(store.path, f"could not record a showing to {self.actor.repo}: {error}")
                 reason = "the mailbox could not be written"
+                if directed:  # directed mail is shown all the same: say what was not recorded
+                    why = error.reason if isinstance(error, Unwritable) else str(error)
+                    self.unrecorded.append(("that this mail was shown", why))
         elif not self.busy:
             reason = "the mailbox is read-only here"
         if not casts:

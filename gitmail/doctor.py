@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import Enum
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gitmail.errors import MailboxError
-from gitmail.store import gitcmd, lock, migrate, setup
+from gitmail.store import gitcmd, lock, loose, migrate, refs, setup
 from gitmail.store.claims import load_claims, save_claims
 from gitmail.store.files import write_atomically
 from gitmail.store.log import problem
@@ -72,6 +73,8 @@ def examine(store: Store, *, here: Place | None, home: Path, repaired: Sequence[
         migrate.on_open(store)  # an older format is brought up to date first, as any opening does
         findings += _journal(store)
         findings += _locks(store)
+        findings += _objects(store)
+        findings += _broken_refs(store)
         inventory = _inventory(store)
         if inventory.troubled():
             with _held(store) as held:
@@ -101,13 +104,20 @@ def repair(store: Store, *, here: Place | None) -> list[str]:
     done: list[str] = []
     journal = store.own_dir / lock.JOURNAL_NAME
     had_journal = journal.exists()
+    why = "its objects are gone"  # why a journal the lock's holder finds is set aside rather than finished
+    if had_journal:
+        try:
+            lock.Journal(store.own_dir).load()
+        except ValueError as error:
+            why = f"it could not be read ({_why(error)})"
+        except OSError:
+            pass
     kept_before = set(store.own_dir.glob(f"{lock.JOURNAL_NAME}.set-aside-*"))
     with writing(store, actor=ACTOR) as writer:
         if had_journal and not journal.exists():
             new_kept = set(store.own_dir.glob(f"{lock.JOURNAL_NAME}.set-aside-*")) - kept_before
             done.append(
-                f"set aside the change a killed writer left ({', '.join(p.name for p in new_kept)}): its objects "
-                "are gone"
+                f"set aside the change a killed writer left ({', '.join(p.name for p in new_kept)}): {why}"
                 if new_kept
                 else "finished the change a killed writer left"
             )
@@ -118,6 +128,13 @@ def repair(store: Store, *, here: Place | None) -> list[str]:
         if drift:
             setup.configure(store.path, {key: value for key, value, _ in drift})
             done.append(f"restored gitmail's settings: {', '.join(f'{k}={v}' for k, v, _ in drift)}")
+        done += _mend_refs(store, writer)
+        moved = _move_damaged_objects(store)
+        if moved:
+            done.append(
+                f"moved {_count(len(moved), 'damaged object file')} git could not read to "
+                f"{store.own_dir / DAMAGED_OBJECTS}: {_listed(moved)}"
+            )
         inventory = _inventory(store)
         changes: list[Change] = []
         for place in [*inventory.lost, *inventory.unreadable]:
@@ -183,8 +200,7 @@ def _mailbox(store: Store) -> tuple[list[Finding], bool]:
     except OSError as error:
         return [Finding("mailbox", Level.PROBLEM, f"cannot read {where}: {error.strerror or error}")], False
     try:
-        check_ownership(where)
-        store.check()
+        store.check()  # which checks its ownership
     except MailboxError as error:
         return [Finding("mailbox", Level.PROBLEM, str(error))], False
     mode = where.stat().st_mode & 0o777
@@ -192,15 +208,6 @@ def _mailbox(store: Store) -> tuple[list[Finding], bool]:
     kind = "a bare git repository" if config.get("core.bare") == "true" else "a git repository with a work tree"
     facts = f"{where}: {kind} gitmail made, files ref format, owned by you, mode {mode:o}"
     findings = [Finding("mailbox", Level.OK if config.get("core.bare") == "true" else Level.PROBLEM, facts)]
-    if mode & 0o044:
-        findings.append(
-            Finding(
-                "mailbox",
-                Level.NOTE,
-                f"other users on this machine can read every message (mode {mode:o})",
-                f"chmod 700 {shlex.quote(str(where))}",
-            )
-        )
     drift = _config_drift(store)
     if drift:
         findings.append(
@@ -333,19 +340,38 @@ def _journal(store: Store) -> list[Finding]:
             else:
                 try:
                     changes = journal.load()
-                    gone = store.missing([c.new for c in changes if c.new is not None])
-                except (OSError, ValueError):
-                    changes, gone = [], set()
-                fate = "its objects are gone, so it will be set aside" if gone else "the next write finishes it"
-                findings.append(
-                    Finding(
-                        "journal",
-                        Level.PROBLEM,
-                        f"a killed gitmail left a change of {_count(len(changes), 'ref')} unfinished "
-                        f"({journal.path}); {fate}",
-                        "gitmail doctor --repair does it now",
+                except OSError as error:
+                    findings.append(
+                        Finding(
+                            "journal",
+                            Level.PROBLEM,
+                            f"a killed gitmail left a change unfinished ({journal.path}), and it cannot be read: "
+                            f"{error.strerror or error}",
+                            f"make {journal.path} readable, then run gitmail doctor --repair",
+                        )
                     )
-                )
+                except ValueError as error:
+                    findings.append(
+                        Finding(
+                            "journal",
+                            Level.PROBLEM,
+                            f"a killed gitmail left a journal gitmail cannot read ({journal.path}: {_why(error)}); "
+                            "the change it was meant to record cannot be finished, and the next write sets it aside",
+                            "gitmail doctor --repair sets it aside now (deleting nothing)",
+                        )
+                    )
+                else:
+                    gone = store.missing([c.new for c in changes if c.new is not None])
+                    fate = "its objects are gone, so it will be set aside" if gone else "the next write finishes it"
+                    findings.append(
+                        Finding(
+                            "journal",
+                            Level.PROBLEM,
+                            f"a killed gitmail left a change of {_count(len(changes), 'ref')} unfinished "
+                            f"({journal.path}); {fate}",
+                            "gitmail doctor --repair does it now",
+                        )
+                    )
     kept = sorted(store.own_dir.glob(f"{lock.JOURNAL_NAME}.set-aside-*"))
     if kept:
         findings.append(
@@ -353,8 +379,9 @@ def _journal(store: Store) -> list[Finding]:
                 "journal",
                 Level.NOTE,
                 f"{_count(len(kept), 'change')} that killed commands left could not be finished (the objects were "
-                f"pruned) and {_be(len(kept))} set aside: {_listed([str(p) for p in kept])}; those commands never "
-                "reported success, and what they were writing is lost",
+                f"pruned, or the journal could not be read) and {_be(len(kept))} set aside: "
+                f"{_listed([str(p) for p in kept])}; those commands never reported success, and what they were "
+                "writing is lost",
                 f"read them and {store.path.parent / 'gitmail.log'}, then delete them",
                 tuple(str(p) for p in kept),
             )
@@ -385,6 +412,167 @@ def _locks(store: Store) -> list[Finding]:
             )
         )
     return findings
+
+
+DAMAGED_OBJECTS = "damaged-objects"  # in gitmail's own folder: object files git could not read, moved aside
+
+
+def _objects(store: Store) -> list[Finding]:
+    """Loose object files that cannot be read whole (a torn write, a disk error): git stops on them, gitmail reads
+    around them as if they were gone. And those an earlier repair moved aside."""
+    findings = []
+    damaged = loose.damaged_files(store.path)
+    if damaged:
+        files = [str(store.path / "objects" / oid[:2] / oid[2:]) for oid in damaged]
+        findings.append(
+            Finding(
+                "objects",
+                Level.PROBLEM,
+                f"{_count(len(damaged), 'object file')} {_is(len(damaged))} damaged (cut short or garbled on disk), "
+                f"so git cannot read {_them(len(damaged))} and `git fsck` fails: {_listed(files)}; "
+                "gitmail reads the rest of the mail around it, and names the messages it cannot read",
+                f"gitmail doctor --repair moves {_them(len(damaged))} to "
+                f"{store.own_dir / DAMAGED_OBJECTS} (deleting nothing) and sets aside the messages that cannot be read",
+                tuple(files),
+            )
+        )
+    try:
+        kept = sorted(os.listdir(store.own_dir / DAMAGED_OBJECTS))
+    except OSError:
+        kept = []
+    if kept:
+        findings.append(
+            Finding(
+                "objects",
+                Level.NOTE,
+                f"{_count(len(kept), 'damaged object file')} {_be(len(kept))} moved aside earlier: "
+                f"{store.own_dir / DAMAGED_OBJECTS}",
+                "delete them once nobody needs to look at them" if len(kept) > 1 else "delete it once nobody needs it",
+                tuple(kept),
+            )
+        )
+    return findings
+
+
+DAMAGED_REFS = "damaged-refs"  # in gitmail's own folder: ref files and packed-refs lines git could not read
+
+
+def _broken_refs(store: Store) -> list[Finding]:
+    """Ref files and packed-refs lines that hold no ref (garbled on disk, or edited by hand). git passes over such a
+    file (the message it named drops out of every listing and `git fsck` fails) and stops on such a line."""
+    files, lines = refs.broken(store.path)
+    findings = []
+    if files:
+        findings.append(
+            Finding(
+                "refs",
+                Level.PROBLEM,
+                f"{_count(len(files), 'ref file')} {_hold(len(files))} no object id, so git skips "
+                f"{_them(len(files))} and `git fsck` fails: "
+                + _listed([f"{ref} ({json.dumps(text, ensure_ascii=True)})" for ref, text in files]),
+                f"gitmail doctor --repair moves {_them(len(files))} to {store.own_dir / DAMAGED_REFS} "
+                "(deleting nothing) and gives each ref back the commit its reflog last gave it, or sets it aside",
+                tuple(ref for ref, _ in files),
+            )
+        )
+    if lines:
+        findings.append(
+            Finding(
+                "refs",
+                Level.PROBLEM,
+                f"{store.path / 'packed-refs'} has {_count(len(lines), 'line')} that {_is(len(lines))} not a ref, so "
+                f"git stops on {_them(len(lines))} and nothing can be written: "
+                + _listed([f"line {number} ({json.dumps(text, ensure_ascii=True)})" for number, text in lines]),
+                f"gitmail doctor --repair keeps a copy in {store.own_dir / DAMAGED_REFS} and leaves those lines out",
+                tuple(f"packed-refs:{number}" for number, _ in lines),
+            )
+        )
+    return findings
+
+
+def _mend_refs(store: Store, writer: Writer) -> list[str]:
+    """Take out what git cannot read as refs (under the lock, before anything else is written: git stops on a bad
+    packed-refs line): a copy of packed-refs is kept and the bad lines left out; a bad ref file is moved aside.
+    Each ref that then names nothing gets back the commit its reflog last gave it when the mailbox has that whole;
+    a message ref that cannot is set aside with a record of what it held."""
+    files, lines = refs.broken(store.path)
+    if not files and not lines:
+        return []
+    done: list[str] = []
+    folder = store.own_dir / DAMAGED_REFS
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    lost: list[str] = []  # refs that may now name nothing
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if lines:
+        packed = store.path / "packed-refs"
+        kept = folder / f"packed-refs.{stamp}"
+        data = packed.read_bytes()
+        kept.write_bytes(data)
+        bad = {number for number, _ in lines}
+        good = [line for number, line in enumerate(data.splitlines(keepends=True), 1) if number not in bad]
+        lost += [name.decode(errors="replace") for n, line in enumerate(data.splitlines(), 1) if n in bad
+                 for name in [line.rpartition(b" ")[2]] if name.startswith(b"refs/")]  # fmt: skip
+        _replace_packed_refs(store, b"".join(good))
+        done.append(f"left {_count(len(lines), 'line')} git could not read out of packed-refs (kept whole as {kept})")
+    for ref, _ in files:
+        aside = folder / f"{ref}.{stamp}"
+        aside.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.replace(store.path / ref, aside)
+        done.append(f"moved {ref} aside to {aside}: it held no object id")
+        lost.append(ref)
+    changes: list[Change] = []
+    for ref in dict.fromkeys(lost):
+        if refs.resolve(store.path, [ref]):
+            continue  # a packed value it overrode, or a loose file a packed line was stale beside
+        before = next((new for _, new in reversed(reflog(store.path, ref)) if store.whole(new)), None)
+        if before is not None:
+            changes.append(Change(ref, before, None))
+            done.append(f"gave {ref} back {before}, the commit its reflog last gave it")
+        elif locate(ref, "0" * 40) is not None:
+            text = f"gitmail: {ref} held no object id, and its reflog names no commit the mailbox has whole\n"
+            changes.append(Change(damaged_ref(ref), writer.objects.record(text, who=ACTOR), None))
+            done.append(f"set aside {ref} as {damaged_ref(ref)}: what it held is lost")
+    if changes:
+        writer.apply(changes, "gitmail: doctor mended refs git could not read")
+    return done
+
+
+def _replace_packed_refs(store: Store, data: bytes) -> None:
+    """Write packed-refs as git does: under its lock file, renamed into place."""
+    lock_path = store.path / "packed-refs.lock"
+    fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(lock_path, store.path / "packed-refs")
+    except BaseException:
+        lock_path.unlink(missing_ok=True)
+        raise
+
+
+def _move_damaged_objects(store: Store) -> list[str]:
+    """Move every damaged loose object file into gitmail's own folder (under the lock): git then finds the object
+    missing, which every read and repair knows how to go on without. The ids moved."""
+    moved = []
+    folder = store.own_dir / DAMAGED_OBJECTS
+    for oid in loose.damaged_files(store.path):
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)
+            os.replace(store.path / "objects" / oid[:2] / oid[2:], folder / oid)
+        except OSError as error:
+            problem(store.path, f"doctor: could not move the damaged object {oid} aside: {error}")
+            continue
+        moved.append(oid)
+    return moved
+
+
+def _why(error: ValueError) -> str:
+    """Why a journal could not be read, in a few words."""
+    if isinstance(error, UnicodeDecodeError):
+        return "not text"
+    return "not JSON" if isinstance(error, json.JSONDecodeError) else str(error)
 
 
 def _lock_files(store: Store) -> list[Path]:
@@ -560,12 +748,15 @@ def _inventory(store: Store) -> Inventory:
     """Every ref and whether what it points at is here: one `git for-each-ref`, one `git cat-file --batch-check`
     (each message's commit, tree and document), a read of the documents sessions are handed (pending mail and
     active broadcasts), and a walk of each notes ref's history."""
-    out = store.git("for-each-ref", "--format=%(objectname) %(refname)")
+    try:
+        out = store.git("for-each-ref", "--format=%(objectname) %(refname)").decode(errors="replace")
+        listed = [(oid, ref) for oid, _, ref in (line.partition(" ") for line in out.splitlines())]
+    except gitcmd.GitFailed:  # git stops on a packed-refs line that is no ref (reported by `_broken_refs`)
+        listed = [(oid, ref) for ref, oid in sorted(refs.listing(store.path, "refs/").items())]
     messages: list[Located] = []
     others: list[tuple[str, str]] = []
     set_aside: list[tuple[str, str]] = []
-    for line in out.decode(errors="replace").splitlines():
-        oid, _, ref = line.partition(" ")
+    for oid, ref in listed:
         place = locate(ref, oid)
         if place is not None:
             messages.append(place)
@@ -629,8 +820,7 @@ def _outside_layout(store: Store) -> list[Finding]:
     for repository in (store.path, network):
         if repository != store.path and not (repository / "HEAD").is_file():
             continue
-        out = gitcmd.run(repository, "for-each-ref", "--format=%(refname)").decode(errors="replace")
-        for ref in out.splitlines():
+        for ref in _ref_names(repository, "refs/"):
             if ref in known or ref.startswith((DAMAGED, OVERSIZED)) or (repository == store.path and locate(ref, "")):
                 continue
             foreign.append(ref if repository == store.path else f"{ref} (in {network})")
@@ -653,10 +843,19 @@ def _outside_layout(store: Store) -> list[Finding]:
     ]
 
 
+def _ref_names(repository: Path, prefix: str) -> list[str]:
+    """The refs below `prefix`: as git lists them, or where git stops on a packed-refs line that is no ref
+    (reported by `_broken_refs`), as gitmail's own reader finds them."""
+    try:
+        out = gitcmd.run(repository, "for-each-ref", "--format=%(refname)", prefix).decode(errors="replace")
+    except gitcmd.GitFailed:
+        return sorted(refs.listing(repository, prefix))
+    return out.split()
+
+
 def _oversized(store: Store) -> list[Finding]:
     """Mail that arrived by sync larger than gitmail sends, which sync set aside unread."""
-    out = store.git("for-each-ref", "--format=%(refname)", OVERSIZED).decode(errors="replace")
-    refs = out.split()
+    refs = _ref_names(store.path, OVERSIZED)
     if not refs:
         return []
     ids = [ref.rpartition("/")[2] for ref in refs]
@@ -768,7 +967,12 @@ def _repository(store: Store, here: Place | None, messages: Sequence[Located]) -
         facts = f"{json.dumps(name, ensure_ascii=False)} ({how} name) at {where}, {_count(pending, 'message')} pending"
         if first is None:
             findings.append(
-                Finding("repository", Level.OK, f"{facts}; its first session start or inbox records it as the name's")
+                Finding(
+                    "repository",
+                    Level.OK,
+                    f"{facts}; no path is recorded for the name yet: the first session start or inbox here records "
+                    "this one",
+                )
             )
         elif os.path.realpath(first) == os.path.realpath(here.home):
             findings.append(Finding("repository", Level.OK, f"{facts}; the name's recorded path"))
@@ -831,10 +1035,6 @@ def _reclaim(store: Store, here: Place | None) -> list[str]:
     claims[here.name] = os.path.realpath(here.home)
     save_claims(store, claims)
     return [f"recorded {here.home} for the name {json.dumps(here.name, ensure_ascii=False)} instead of {first}"]
-
-
-def _them(n: int) -> str:
-    return "it" if n == 1 else "them"
 
 
 def _hooks(home: Path) -> list[Finding]:
@@ -955,6 +1155,14 @@ def _be(n: int) -> str:
 
 def _is(n: int) -> str:
     return "is" if n == 1 else "are"
+
+
+def _them(n: int) -> str:
+    return "it" if n == 1 else "them"
+
+
+def _hold(n: int) -> str:
+    return "holds" if n == 1 else "hold"
 
 
 def _point(n: int) -> str:

@@ -32,6 +32,14 @@ class Transient(MailboxError):
     directory or an unreferenced object mid-write): done again from the start, it succeeds."""
 
 
+class Unwritable(MailboxError):
+    """The file system refused a write (full, read-only, over a quota or size limit, not permitted)."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"cannot write the mailbox at {where}: {reason}")
+        self.where, self.reason = where, reason
+
+
 class MailboxBusy(MailboxError):
     """Another gitmail process held the write lock for longer than this one would wait."""
 

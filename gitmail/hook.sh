@@ -70,10 +70,11 @@ kept_answer() {
     [ "$key" = "$ref:$mine:$everyone:$claims:${GITMAIL_WAKE:-}:$flag:${PATH:-}" ] || return 0
     read -r record 2>/dev/null <"$kept.record" || return 0
     # With a remote that syncs by itself, the kept answer holds until a sync is due: until the time that
-    # $kept.due was stamped with, which the record just written is older than.
-    printf '%s\n' "$record" >"$shown.json" &&
+    # $kept.due was stamped with, which the record just written is older than. A record that cannot be written (a
+    # full disk) leaves the answer to Python, which says so.
+    { printf '%s\n' "$record" >"$shown.json" &&
         printf '%s\n' "$ref:$mine:$everyone" >"$shown.stamps" &&
-        printf '%s\n' "$dir" >"$shown.top" &&
+        printf '%s\n' "$dir" >"$shown.top"; } 2>/dev/null &&
         { [ ! -e "$kept.due" ] || [ "$kept.due" -nt "$shown.json" ]; } &&
         live && { [ ! -s "$kept.out" ] || cat "$kept.out"; } && exit 0
 }

@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
+from gitmail.errors import GitmailError, MailboxError, NotFound, Unwritable, UsageError
 from gitmail.store import machines
 from gitmail.store.claims import load_claims
 from gitmail.store.lock import Deadline, attempts
@@ -60,6 +60,9 @@ if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.values.verdict import Verdict
 
 
+CANDIDATES_LISTED = 10  # ids an ambiguous prefix's error names before "and N more"
+
+
 class Entry(NamedTuple):
     """A stored message and where it stands."""
 
@@ -91,11 +94,15 @@ class DoneResult(NamedTuple):
 
 
 class History(list[Entry]):
-    """What `log` found: its entries, and the ids of messages it selected that could not be read."""
+    """What `log` found: its entries, the ids of messages it selected that could not be read, and what it could
+    not record on the way (the history index, on a full disk), one line."""
 
-    def __init__(self, entries: Iterable[Entry] = (), unreadable: Sequence[str] = ()) -> None:
+    def __init__(
+        self, entries: Iterable[Entry] = (), unreadable: Sequence[str] = (), unrecorded: str | None = None
+    ) -> None:
         super().__init__(entries)
         self.unreadable = list(unreadable)
+        self.unrecorded = unrecorded
 
 
 def _delivered(
@@ -550,8 +557,9 @@ def resolve(store: Store, message_id: str) -> Located:
     if not places:
         raise NotFound(f"no message with id {prefix}")
     if len(places) > 1:
-        candidates = ", ".join(sorted(p.id for p in places))
-        raise UsageError(f"id {prefix} is ambiguous: it matches {candidates}")
+        ids = sorted(p.id for p in places)
+        more = f" and {len(ids) - CANDIDATES_LISTED:,} more" if len(ids) > CANDIDATES_LISTED else ""
+        raise UsageError(f"id {prefix} is ambiguous: it matches {', '.join(ids[:CANDIDATES_LISTED])}{more}")
     return places[0]
 
 
@@ -701,8 +709,15 @@ def log(
     if thread is not None:
         return History(with_receipts(store, _oldest_first(_thread(store, resolve(store, thread)))))
     me = RepoName.parse(repo) if repo is not None else None
+    unrecorded = None
     if grep is None and limit is not None:
-        recent = _recent(store, me, limit, sent)
+        try:
+            recent = _recent(store, me, limit, sent)
+        except Unwritable as error:  # the index is a cache: read every message instead, and say so
+            recent, unrecorded = (
+                None,
+                f"the history index was not written ({error.reason}); this log was read without it",
+            )
         if recent is not None:
             return History(with_receipts(store, recent[0]), recent[1])
     common = ["--no-walk=sorted"] + (["--regexp-ignore-case", "--fixed-strings", f"--grep={grep}"] if grep else [])
@@ -719,7 +734,7 @@ def log(
         )
         mine, _ = _from_rows(store, store.log_refs(*common, *by_me))
         entries = list({e.message.id: e for e in received + [e for e in mine if e.message.sender == me]}.values())
-    return History(with_receipts(store, _newest_first(entries)[:limit]), unreadable)
+    return History(with_receipts(store, _newest_first(entries)[:limit]), unreadable, unrecorded)
 
 
 def _recent(store: Store, me: RepoName | None, limit: int, sent: bool) -> tuple[list[Entry], list[str]] | None:

@@ -39,3 +39,35 @@ def lose_object(box: Store, spec: str) -> str:
 
 def fsck(box: Store) -> subprocess.CompletedProcess[str]:
     return git(box, "fsck", "--no-progress", "--no-dangling", check=False)
+
+
+def tear(box: Store, spec: str) -> str:
+    """Cut the loose file of the object `spec` names to half its length, as a torn write or a disk error leaves
+    it (the file is there; its zlib stream breaks off); returns the object's id. git dies reading it."""
+    oid = git(box, "rev-parse", spec).stdout.strip()
+    loose = box.path / "objects" / oid[:2] / oid[2:]
+    data = loose.read_bytes()
+    loose.chmod(0o644)
+    loose.write_bytes(data[: len(data) // 2])
+    loose.chmod(0o444)
+    return oid
+
+
+def tear_packed(box: Store, spec: str) -> str:
+    """Pack every object (no deltas), then garble the middle of one object's compressed bytes in the pack, as a
+    disk error would; returns its id. git dies reading it."""
+    oid = git(box, "rev-parse", spec).stdout.strip()
+    git(box, "repack", "-a", "-d", "-q", "--window=0")
+    (index,) = (box.path / "objects" / "pack").glob("*.idx")
+    with open(index, "rb") as handle:
+        listed = subprocess.run(["git", "show-index"], stdin=handle, capture_output=True, text=True, check=True)
+    offsets = sorted((int(line.split()[0]), line.split()[1]) for line in listed.stdout.splitlines())
+    pack = index.with_suffix(".pack")
+    ends = [start for start, _ in offsets[1:]] + [pack.stat().st_size - 20]
+    start, end = next((s, e) for (s, o), e in zip(offsets, ends, strict=True) if o == oid)
+    data = bytearray(pack.read_bytes())
+    for at in range(start + 4, end - 2):  # past the object's header, short of its end
+        data[at] ^= 0x5A
+    pack.chmod(0o644)
+    pack.write_bytes(bytes(data))
+    return oid

@@ -178,6 +178,36 @@ def test_ambiguous_ids_list_the_candidates(cli: CliRunner, api: Path, monkeypatc
     one_line_error(cli("show", "abcd"), 2, "id abcd is ambiguous: it matches abcd000000, abcd111111")
 
 
+def test_an_ambiguous_prefix_names_ten_candidates_and_counts_the_rest(
+    cli: CliRunner, box: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = iter(f"abcd{n:06d}" for n in range(25))
+    monkeypatch.setattr("gitmail.mailbox.new_id", lambda: next(made))
+    for n in range(25):
+        mailbox.send(box, sender="api", to="web", subject=str(n))
+    listed = ", ".join(f"abcd{n:06d}" for n in range(10))
+    one_line_error(cli("show", "ab"), 2, f"id ab is ambiguous: it matches {listed} and 15 more\n")
+
+
+def test_json_escapes_what_a_terminal_or_a_script_would_act_on_or_hide(cli: CliRunner, api: Path, web: Path) -> None:
+    body = "line\u2028separator \x85next \u202eevil\u202c \u200bzero \x1b[31m red é 中 👍"
+    sent = send(cli, api, "--to", "web", "-s", "json", stdin=body.encode())
+    for args, where in (
+        (["show", sent, "--json"], []),
+        (["log", "--json"], [0]),
+        (["inbox", "--json"], ["directed", 0]),
+    ):
+        result = cli(*args, cwd=web)
+        assert result.code == 0, (args, result)
+        found = json.loads(result.out)
+        for key in where:
+            found = found[key]
+        assert found["body"] == body, args  # the same JSON
+        for raw in ("\u2028", "\x85", "\u202e", "\u200b", "\x1b"):
+            assert raw not in result.out, (args, repr(raw))
+        assert "é 中 👍" in result.out
+
+
 def test_archiving_another_repos_message_is_refused(cli: CliRunner, api: Path, web: Path) -> None:
     message_id = send(cli, api, "--to", "db", "-s", "for db")
     one_line_error(cli("done", message_id, cwd=web), 1, f"{message_id} is addressed to 'db', not to 'web'")
@@ -188,6 +218,11 @@ def test_archiving_another_repos_message_is_refused(cli: CliRunner, api: Path, w
     [
         (lambda p: p.write_text("x"), "exists but is not a directory"),
         (lambda p: (p.mkdir(), (p / "notes.txt").write_text("x")), "is not a git repository"),
+        (
+            lambda p: p.symlink_to(p.with_name("gone.git")),
+            "bad.git is a dangling symbolic link (to {tmp}/gone.git, which does not exist); point GITMAIL_DIR at the "
+            "mailbox itself, or create what the link names",
+        ),
     ],
 )
 def test_a_bad_mailbox_path_is_one_line(
@@ -197,7 +232,9 @@ def test_a_bad_mailbox_path_is_one_line(
     setup(path)  # type: ignore[operator]
     monkeypatch.setenv("GITMAIL_DIR", str(path))
     for args in (["send", "--to", "web", "-s", "x"], ["inbox"], ["log"], ["done", "--all"]):
-        one_line_error(cli(*args, cwd=api), 1, text)
+        one_line_error(cli(*args, cwd=api), 1, text.format(tmp=tmp_path))
+    doctor = cli("doctor", cwd=api)
+    assert doctor.code == 1 and doctor.err == "" and text.format(tmp=tmp_path) in doctor.out, doctor
 
 
 def test_help_is_written_for_users(cli: CliRunner) -> None:

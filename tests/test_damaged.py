@@ -1,6 +1,6 @@
 """A mailbox a `git gc --prune=now` raced: a ref whose commit is gone, a notes ref whose tip is gone, a killed
-writer's change whose objects are gone. Every read skips and names what it cannot read, `done` clears it, and
-nothing else breaks."""
+writer's change whose objects are gone; and a disk that tore an object file (git dies reading it). Every read skips
+and names what it cannot read, `done` clears it, and nothing else breaks."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gitmail import mailbox
 from gitmail.store.repository import Store
 from gitmail.values.layout import DAMAGED, State
 from gitmail.values.receipts import RECEIPTS_NOTES
 from gitmail.workspace import own_command
 from tests.conftest import CliRunner, RepoFactory, Result, run_gitmail
-from tests.damage import fsck, git, lose, lose_object
+from tests.damage import fsck, git, lose, lose_object, tear, tear_packed
 from tests.reading import inbox as read_inbox
 
 
@@ -203,3 +205,122 @@ def test_a_reply_killed_after_its_journal_then_a_prune_leaves_every_command_work
     assert doctor.returncode == 0, doctor.stdout
     assert "note      journal: 1 change that killed commands left could not be finished" in doctor.stdout
     assert fsck(box).returncode == 0
+
+
+def hook(moment: str, where: Path, session: str = "s1") -> str:
+    """What a Claude Code session in `where` is told at this moment (the hook run as the host runs it)."""
+    event = {"session-start": "SessionStart", "tool": "PostToolBatch"}[moment]
+    payload = json.dumps({"session_id": session, "cwd": str(where), "hook_event_name": event})
+    done = run_gitmail("hook", moment, cwd=where, stdin=payload)
+    assert done.returncode == 0 and done.stderr == "", done
+    if not done.stdout.strip():
+        return ""
+    return str(json.loads(done.stdout)["hookSpecificOutput"].get("additionalContext", ""))
+
+
+@pytest.mark.parametrize("part", ["{}", "{}^{{tree}}", "{}:message.md"])
+def test_a_torn_object_is_read_around_and_named_at_every_moment(
+    part: str, cli: CliRunner, box: Store, api: Path, web: Path, tmp_path: Path
+) -> None:
+    kept = sent(cli, api, "--to", "web", "-s", "kept")
+    torn = sent(cli, api, "--to", "web", "-s", "torn")
+    tear(box, part.format(f"refs/gitmail/web/inbox/{torn}"))
+    named = f"1 message could not be read: {torn} (run `gitmail doctor`)"
+    start = hook("session-start", web)
+    assert f"id {kept}" in start and f"Note: {named}." in start and "could not check" not in start
+    arrived = sent(cli, api, "--to", "web", "-s", "arrived after")  # healthy mail keeps arriving
+    assert f"id {arrived}" in hook("tool", web)
+    shown = cli("inbox", cwd=web)
+    assert shown.code == 0 and f"id {kept}" in shown.out and f"id {arrived}" in shown.out
+    assert f"Note: {named.replace('gitmail', own_command())}." in shown.out
+    assert json.loads(cli("inbox", "--json", cwd=web).out)["unreadable"] == [torn]
+    for args, where in ((["log"], web), (["log", "--everyone"], web), (["log", "--grep", "a"], web), (["log"], api)):
+        result = cli(*args, cwd=where)
+        assert result.code == 0 and kept in result.out and arrived in result.out, (args, result)
+        assert result.err in ("", f"gitmail: note: {named}\n"), (args, result)
+    assert cli("log", "--thread", kept).code == 0
+    assert cli("view", "--export", str(tmp_path / "view.html")).code == 0
+    assert "arrived after" in (tmp_path / "view.html").read_text()
+    text = f"message {torn} is stored but cannot be read (its commit or document is damaged); run `gitmail doctor`"
+    one_line_error(cli("show", torn), text)
+    everything = cli("done", "--all", cwd=web)
+    assert everything.code == 0 and f"archived {kept}" in everything.err and f"archived {arrived}" in everything.err
+    assert cli("done", torn, cwd=web).err.startswith(f"gitmail: set aside {torn}: stored but unreadable")
+    assert cli("log", cwd=web).err == ""
+
+
+def test_doctor_names_a_torn_object_and_repair_sets_its_message_aside_deleting_nothing(
+    cli: CliRunner, box: Store, api: Path, web: Path
+) -> None:
+    kept = sent(cli, api, "--to", "web", "-s", "kept")
+    torn = sent(cli, api, "--to", "web", "-s", "torn")
+    oid = tear(box, f"refs/gitmail/web/inbox/{torn}")
+    damaged = box.path / "objects" / oid[:2] / oid[2:]
+    torn_bytes = damaged.read_bytes()
+    assert fsck(box).returncode != 0
+    report = cli("doctor", cwd=web)
+    assert report.code == 1 and report.err == "", report
+    assert (
+        "problem   objects: 1 object file is damaged (cut short or garbled on disk), so git cannot read it"
+        in report.out
+    )
+    assert str(damaged) in report.out
+    assert f"cannot be read (document missing or damaged): {torn} (pending for web)" in report.out
+    repaired = cli("doctor", "--repair", cwd=web)
+    assert repaired.code == 0, repaired
+    kept_aside = box.own_dir / "damaged-objects" / oid
+    assert kept_aside.read_bytes() == torn_bytes  # moved, not deleted
+    assert f"repaired  set aside {torn} (pending for web) as {DAMAGED}web/inbox/{torn}" in repaired.out
+    assert fsck(box).returncode == 0
+    assert cli("doctor", cwd=web).code == 0
+    assert git(box, "log", "-1", "--format=%s", f"{DAMAGED}web/inbox/{torn}").stdout.startswith(
+        f"gitmail: message {torn} set aside"
+    )
+    assert json.loads(cli("inbox", "--json", cwd=web).out)["unreadable"] == []
+    assert [e.message.id for e in mailbox.pending(box, repo="web").directed] == [kept]
+
+
+def test_torn_receipts_stop_neither_reads_nor_writes(cli: CliRunner, box: Store, api: Path, web: Path) -> None:
+    first = sent(cli, api, "--to", "web", "-s", "first")
+    assert cli("inbox", cwd=web).code == 0  # a receipt: the notes ref has a commit
+    tear(box, f"{RECEIPTS_NOTES}^{{tree}}")
+    second = sent(cli, api, "--to", "web", "-s", "second")
+    for args, where in ((["inbox"], web), (["log"], web), (["log"], api), (["show", first], web)):
+        result = cli(*args, cwd=where)
+        assert result.code == 0 and "error" not in result.err, (args, result)
+    assert f"id {second}" in hook("session-start", web)
+    assert cli("done", first, second, cwd=web).code == 0
+    assert [e.state for e in mailbox.log(box, repo="web", limit=None)] == [State.ARCHIVED, State.ARCHIVED]
+    assert cli("doctor", "--repair", cwd=web).code == 0
+    assert fsck(box).returncode == 0
+
+
+def test_a_damaged_packed_object_is_read_around_by_one_git_and_by_a_kept_one(box: Store) -> None:
+    kept = mailbox.send(box, sender="api", to="web", subject="kept")
+    torn = mailbox.send(box, sender="api", to="web", subject="torn")
+    later = mailbox.send(box, sender="api", to="web", subject="later")
+    oid = tear_packed(box, f"refs/gitmail/web/inbox/{torn.message.id}:message.md")
+    assert not list(box.path.glob("objects/??/*")), "the objects are still loose: the test proves little"
+    for keep in (False, True):  # `git cat-file` once per read, and one kept running (the MCP server's)
+        reader = Store(box.path)
+        if keep:
+            reader.keep_reading()
+        mail = mailbox.pending(reader, repo="web")
+        assert [e.message.id for e in mail.directed] == [kept.message.id, later.message.id]
+        assert list(mail.unreadable) == [torn.message.id] and reader.damaged == {oid}
+        reader.close()
+
+
+def test_threads_and_logs_walk_around_a_torn_message_that_a_healthy_reply_answers(
+    cli: CliRunner, box: Store, api: Path, web: Path
+) -> None:
+    question = sent(cli, api, "--to", "web", "-s", "question")
+    answer = sent(cli, web, "--reply-to", question, "-m", "answer")  # a healthy commit whose parent is torn below
+    other = sent(cli, api, "--to", "web", "-s", "another thread")
+    follow = sent(cli, web, "--reply-to", other, "-m", "follow-up")
+    tear(box, f"refs/gitmail/web/archive/{question}")
+    thread = cli("log", "--thread", other)  # git walks every ref's history for it: the torn one is left out
+    assert thread.code == 0 and [line.split()[0] for line in thread.out.splitlines()] == [other, follow]
+    everyone = cli("log", "--everyone", "-n", "1000")
+    assert everyone.code == 0 and answer in everyone.out and follow in everyone.out, everyone
+    assert everyone.err == f"gitmail: note: 1 message could not be read: {question} (run `gitmail doctor`)\n"

@@ -222,7 +222,7 @@ def test_a_mailbox_others_can_change_is_reported_and_left_alone(cli: CliRunner, 
         assert result.code == 1
         assert result.out.splitlines()[1] == (
             f"problem   mailbox: {box.path} can be changed by other users (mode 770); gitmail refuses such a mailbox "
-            f"(fix: chmod -R go-w {box.path})"
+            f"(fix: chmod -R go-rwx {box.path})"
         )
     assert mailbox_snapshot(box.path) == before
     assert stat.S_IMODE(box.path.stat().st_mode) == 0o770
@@ -356,3 +356,85 @@ def test_json_lists_every_finding_with_everything_it_concerns(cli: CliRunner, bo
     assert sorted(lost["items"]) == sorted(f"refs/gitmail/web/inbox/{e.message.id}" for e in entries)
     assert lost["text"].endswith("and 2 more")  # the line names the first ten; the items list every one
     assert set(lost) == {"topic", "level", "text", "remedy", "items"}
+
+
+def test_a_journal_that_is_not_json_is_called_so_and_set_aside_as_such(cli: CliRunner, box: Store, web: Path) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    journal = box.own_dir / "journal"
+    journal.write_text("{not json")
+    found = cli("doctor", cwd=web)
+    assert found.code == 1
+    assert (
+        f"problem   journal: a killed gitmail left a journal gitmail cannot read ({journal}: not JSON); the change it "
+        "was meant to record cannot be finished, and the next write sets it aside -- fix: gitmail doctor --repair "
+        "sets it aside now (deleting nothing)"
+    ) in found.out.splitlines()
+    repaired = cli("doctor", "--repair", cwd=web)
+    (kept,) = box.own_dir.glob("journal.set-aside-*")
+    assert (
+        f"repaired  set aside the change a killed writer left ({kept.name}): it could not be read (not JSON)"
+        in repaired.out.splitlines()
+    )
+    assert kept.read_text() == "{not json"
+
+
+def test_a_ref_file_holding_garbage_is_reported_and_given_back_its_commit(
+    cli: CliRunner, box: Store, web: Path
+) -> None:
+    kept = mailbox.send(box, sender="api", to="web", subject="kept")
+    garbled = mailbox.send(box, sender="api", to="web", subject="garbled")
+    ref = f"refs/gitmail/web/inbox/{garbled.message.id}"
+    (box.path / ref).write_text("garbage\n")
+    assert fsck(box).returncode != 0
+    found = cli("doctor", cwd=web)
+    assert found.code == 1 and found.err == ""
+    assert (
+        f'problem   refs: 1 ref file holds no object id, so git skips it and `git fsck` fails: {ref} ("garbage") -- '
+        f"fix: gitmail doctor --repair moves it to {box.own_dir / 'damaged-refs'} (deleting nothing) and gives each "
+        "ref back the commit its reflog last gave it, or sets it aside"
+    ) in found.out.splitlines()
+    repaired = cli("doctor", "--repair", cwd=web)
+    assert repaired.code == 0, repaired
+    assert f"repaired  gave {ref} back {garbled.oid}, the commit its reflog last gave it" in repaired.out
+    (aside,) = (box.own_dir / "damaged-refs").rglob(f"{garbled.message.id}.*")
+    assert aside.read_text() == "garbage\n"
+    assert fsck(box).returncode == 0
+    assert cli("doctor", cwd=web).code == 0
+    pending = mailbox.pending(box, repo="web").directed
+    assert [e.message.id for e in pending] == [kept.message.id, garbled.message.id]
+
+
+def test_a_garbage_line_in_packed_refs_is_reported_and_left_out(cli: CliRunner, box: Store, web: Path) -> None:
+    kept = mailbox.send(box, sender="api", to="web", subject="kept")
+    garbled = mailbox.send(box, sender="api", to="web", subject="garbled")
+    git(box, "pack-refs", "--all")
+    packed = box.path / "packed-refs"
+    lines = packed.read_text().splitlines(keepends=True)
+    bad = next(i for i, line in enumerate(lines) if garbled.message.id in line)
+    garbage = lines[bad] = "zz" + lines[bad][2:]  # its object id garbled
+    lines.insert(1, "junk zzz\n")  # and a line that is nothing at all, sorting after every ref
+    packed.write_text("".join(lines))
+    # Reads go on: every ref git would list is found, through the bisection of the sorted file too.
+    assert [e.message.id for e in mailbox.pending(box, repo="web").directed] == [kept.message.id]
+    found = cli("doctor", cwd=web)
+    assert found.code == 1 and found.err == "", found
+    assert (
+        f"problem   refs: {packed} has 2 lines that are not a ref, so git stops on them and nothing can be written: "
+        f'line 2 ("junk zzz"), line {bad + 2} ("{garbage.strip()}")'
+    ) in found.out
+    repaired = cli("doctor", "--repair", cwd=web)
+    assert repaired.code == 0, repaired
+    assert (box.own_dir / "damaged-refs").glob("packed-refs.*")
+    assert f"gave refs/gitmail/web/inbox/{garbled.message.id} back {garbled.oid}" in repaired.out
+    assert fsck(box).returncode == 0 and cli("doctor", cwd=web).code == 0
+    assert cli("send", "--to", "api", "-s", "after", cwd=web).code == 0
+
+
+def test_a_name_no_path_is_recorded_for_yet_is_said_in_a_whole_sentence(cli: CliRunner, box: Store, web: Path) -> None:
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    result = cli("doctor", cwd=web)
+    assert result.code == 0
+    assert (
+        f'ok        repository: "web" (its folder\'s name) at {web}, 1 message pending; no path is recorded for the '
+        "name yet: the first session start or inbox here records this one"
+    ) in result.out.splitlines()

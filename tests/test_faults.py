@@ -79,10 +79,32 @@ def test_a_mailbox_others_can_change_is_refused_for_reads_and_writes(web: Path, 
     box.path.chmod(0o777)
     before = mailbox_snapshot(box.path)
     for args in (["send", "--to", "web", "-s", "x"], ["inbox"], ["log"]):
-        one_error_line(run_gitmail(*args, cwd=web), f"chmod -R go-w {box.path}")
+        one_error_line(run_gitmail(*args, cwd=web), f"chmod -R go-rwx {box.path}")
     assert mailbox_snapshot(box.path) == before
     note = hook_context(web)
     assert note is not None and "can be changed by other users" in note and "hello" not in note
+
+
+@pytest.mark.parametrize("opened", ["packed-refs", "refs/gitmail/web/inbox", "objects/pack", "gitmail/cache"])
+def test_a_mailbox_others_can_enter_is_refused_whatever_it_holds(web: Path, box: Store, opened: str) -> None:
+    """A neighbour who can enter the mailbox could rewrite anything inside that is theirs to write: a
+    world-writable packed-refs, ref folder, pack folder or cache. Only a private mailbox (0700) is used."""
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    if opened == "packed-refs":
+        subprocess.run(["git", "--git-dir", str(box.path), "pack-refs", "--all"], check=True)
+    subprocess.run(["git", "--git-dir", str(box.path), "repack", "-a", "-d", "-q"], check=True)
+    assert run_gitmail("inbox", cwd=web).returncode == 0  # its receipt: the hook below has none left to write
+    assert hook_context(web) is not None  # and the kept answer's folder exists
+    (box.path / opened).chmod(0o777 if (box.path / opened).is_dir() else 0o666)
+    box.path.chmod(0o755)
+    before = mailbox_snapshot(box.path)
+    for args in (["send", "--to", "web", "-s", "x"], ["inbox"], ["log"], ["show", "x"]):
+        one_error_line(run_gitmail(*args, cwd=web), f"{box.path} is open to other users (mode 755)")
+    note = hook_context(web)
+    assert note is not None and f"chmod -R go-rwx {box.path}" in note and "hello" not in note
+    assert mailbox_snapshot(box.path) == before
+    box.path.chmod(0o700)  # private again: nobody else can reach what is inside, whatever its modes
+    assert "hello" in run_gitmail("inbox", cwd=web).stdout
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="giving a mailbox to another user needs root")

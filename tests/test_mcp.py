@@ -548,6 +548,61 @@ def test_the_server_exits_cleanly_when_the_client_goes(api: Path, tmp_path: Path
     assert "Traceback" not in errors.read_text()
 
 
+def test_every_request_is_answered_even_one_holding_a_lone_surrogate(api: Path, box: Store) -> None:
+    """A lone surrogate ("\\ud800") is legal JSON (JavaScript writes one for a broken string) but not Unicode: the
+    request gets an error under its own id, wherever the surrogate is, and the server goes on serving."""
+    mailbox.send(box, sender="web", to="api", subject="hello")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gitmail", "mcp"],
+        cwd=api,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        _initialize(server)
+        server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        lines = [
+            r'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"inbox","arguments":{"repo":"\ud800"}}}',
+            r'{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"send","arguments":'
+            r'{"to":"web","subject":"a\udfffb","message":"x"}}}',
+            r'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"log","arguments":{"\ud83d":1}}}',
+            r'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"in\udc00box","arguments":{}}}',
+            r'{"jsonrpc":"2.0","id":6,"method":"resources/read","params":{"uri":"gitmail://\ud800"}}',
+        ]
+        for number, line in enumerate(lines):
+            server.stdin.write(line.encode() + b"\n")
+            server.stdin.flush()
+            answer = json.loads(_answer_line(server))
+            assert answer["id"] == json.loads(line)["id"], answer
+            assert answer["error"]["code"] == -32602, answer
+            assert "not valid Unicode (a lone surrogate" in answer["error"]["message"], (number, answer)
+        call_ = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "inbox", "arguments": {}}}
+        server.stdin.write(json.dumps(call_).encode() + b"\n")
+        server.stdin.flush()
+        answer = json.loads(_answer_line(server))
+        assert answer["id"] == 7 and "hello" in answer["result"]["content"][0]["text"]
+        assert [e.message.subject for e in mailbox.pending(box, repo="web").directed] == []  # nothing was sent
+    finally:
+        server.stdin.close()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def _answer_line(server: subprocess.Popen[bytes], wait: float = 30.0) -> bytes:
+    """The server's next line; a failed assertion (not a hung test) when none comes."""
+    import select
+
+    assert server.stdout is not None
+    ready, _, _ = select.select([server.stdout], [], [], wait)
+    assert ready, f"no answer within {wait:g} seconds"
+    return server.stdout.readline()
+
+
 def test_a_huge_request_line_is_refused_and_the_server_goes_on(api: Path) -> None:
     async def scenario() -> None:
         async with connect(api) as client:

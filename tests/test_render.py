@@ -208,3 +208,33 @@ def test_claim_detection_errs_towards_flagging() -> None:
     assert all(render.speaks_for_the_user(t) for t in flagged)
     assert not any(render.speaks_for_the_user(t) for t in plain)
     assert render.speaks_for_the_user("the uſer wants it")  # a long s folds to s, for re and for the quick check alike
+
+
+INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u200e", "\u200f", "\u2060", "\ufeff", "\u061c", "\U000e0001"]
+
+
+def test_invisible_characters_in_names_and_subjects_are_shown_as_escapes() -> None:
+    """A zero-width space in a repo name makes a look-alike of another name: wherever gitmail shows a name or a
+    subject (the framing's header lines, log lines), every format character is an escape. A body keeps the joiners
+    emoji need."""
+    for hidden in INVISIBLE:
+        name = RepoName(f"we{hidden}b")
+        sent = entry("7kq2m9x4ab", f"sub{hidden}ject", f"body{hidden}text", sender=f"a{hidden}pi", to=name)
+        text = render.framing(Pending(name, [sent]), claims={})
+        headers = [line for line in text.splitlines() if not line.startswith("> ")]
+        assert not any(hidden in line for line in headers), (hidden, headers)
+        assert f'for "we\\u{ord(hidden):04x}b"' in text or f'for "we\\u{0xDB40:04x}' in text, hidden
+        assert hidden not in render.log_line(sent), hidden
+        assert hidden not in render.quote(name) and hidden not in render.sent(sent)
+    family = "👨\u200d👩\u200d👧"
+    assert render.quote_body(f"{family} \u200b") == [f"> {family} \\u200b"]
+
+
+def test_json_escapes_what_a_terminal_or_a_script_would_act_on_or_hide() -> None:
+    import json
+
+    text = "a\x85b\u2028c\u2029d\u202ee\u2066f\u200bg\ufeffh\U000e0001i\x7fj é ü 中 👍"
+    dumped = render.dumps({"subject": text, "list": [text]})
+    assert json.loads(dumped) == {"subject": text, "list": [text]}  # the same JSON
+    assert not re.search("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200b\ufeff\U000e0001]", dumped)
+    assert "é ü 中 👍" in dumped and dumped.count("\n") == 5  # the rest as written, and the layout's line breaks

@@ -384,6 +384,25 @@ def test_no_method_but_get_and_head_is_accepted(served: Client, box: Store, meth
     assert mailbox_snapshot(box.path) == before
 
 
+@pytest.mark.parametrize("sent", [b"", b"GET / HTTP/1.1\r\nHost: 127"], ids=["nothing", "half a request"])
+def test_an_idle_connection_is_closed(served: Client, monkeypatch: pytest.MonkeyPatch, sent: bytes) -> None:
+    import socket
+    import time
+
+    default = view._Handler.timeout
+    assert default is not None and 0 < default <= 60, "the view keeps idle connections forever"
+    monkeypatch.setattr(view._Handler, "timeout", 0.5)  # the same, sooner
+    with socket.create_connection(("127.0.0.1", served.server.port), timeout=10) as idle:
+        idle.sendall(sent)
+        began = time.monotonic()
+        try:
+            assert idle.recv(1024) == b""  # closed by the server
+        except TimeoutError:
+            pytest.fail("the view kept an idle connection open")
+        assert time.monotonic() - began >= 0.4
+    assert served("/").status == 200  # and goes on serving
+
+
 def test_head_answers_like_get_without_a_body(served: Client, box: Store) -> None:
     fill(box)
     got, head = served("/"), served("/", method="HEAD")
@@ -579,6 +598,22 @@ def test_the_export_is_one_file_with_nothing_external(box: Store, tmp_path: Path
     assert HOSTILE_SUBJECT in words and HOSTILE_BODY in words and QUOTED_REPO in words
     assert "Switched the list." in words and f"m-{mail.answer}" in anchors
     assert "<img src=x" not in text and "</script>" not in text.replace("&lt;/script&gt;", "")
+
+
+def test_the_export_leaves_out_where_things_are_on_this_machine(
+    cli: CliRunner, box: Store, repos: RepoFactory, tmp_path: Path, served: Client
+) -> None:
+    api, web = repos("api"), repos("web")
+    sent = cli("send", "--to", "web", "-s", "hello", cwd=api)
+    assert sent.code == 0 and cli("inbox", cwd=web).code == 0  # both names have a recorded path now
+    target = tmp_path / "shared.html"
+    assert cli("view", "--export", str(target)).code == 0
+    text = target.read_text()
+    assert "hello" in text and "api" in text and "web" in text
+    for where in (box.path, api, web, box.path.parent.parent, tmp_path):
+        assert str(where) not in text, where
+    page = served("/").text  # the view served on this machine still shows them
+    assert str(box.path) in page and str(web) in page
 
 
 def test_the_export_replaces_a_file_whole_and_refuses_a_directory(cli: CliRunner, box: Store, tmp_path: Path) -> None:

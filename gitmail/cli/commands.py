@@ -109,6 +109,7 @@ def inbox(*, repo: str | None, json_output: bool, peek: bool) -> None:
                     "broadcasts": [render.as_json(e) for e in shown.shown.broadcasts],
                     "unreadable": list(shown.mail.unreadable),
                     "claimed_by": shown.mail.claimed_by,
+                    "unrecorded": shown.unrecorded,
                 }
             )
         )
@@ -116,6 +117,8 @@ def inbox(*, repo: str | None, json_output: bool, peek: bool) -> None:
         print(shown.text, end="")
     else:
         say(f"no mail for {render.quote(me.repo)}")
+        if shown.unrecorded:
+            say(f"note: {shown.unrecorded}")
 
 
 def done(*, ids: Sequence[str], all_pending: bool, repo: str | None) -> None:
@@ -154,6 +157,8 @@ def log(
             print(render.log_line(entry))
     if entries.unreadable:
         say(f"note: {render.unreadable(entries.unreadable)}")
+    if entries.unrecorded:
+        say(f"note: {entries.unrecorded}")
 
 
 def show(*, message_id: str, json_output: bool) -> None:

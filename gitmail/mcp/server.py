@@ -26,8 +26,10 @@ from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.message import SessionMessage
 from mcp.shared.subscriptions import ResourceUpdated
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, PARSE_ERROR
+from pydantic import ValidationError
 from watchfiles import awatch
 
 from gitmail import __version__, edge
@@ -37,7 +39,7 @@ from gitmail.mcp.roots import Identity, RootsWanted, ask_for_roots, short
 from gitmail.store import stamps
 from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import Store
-from gitmail.values.names import RepoName
+from gitmail.values.names import NOT_UTF8, RepoName
 
 NAME = "gitmail"
 INBOX_URI = "gitmail://inbox"
@@ -281,7 +283,7 @@ async def serve() -> None:
         room = Mailroom(os.getcwd(), tasks)
         app = server(room)
         async with stdio_server() as (read, write):
-            await app.run(read, write, app.create_initialization_options())
+            await app.run(_Answering(read, write), write, app.create_initialization_options())
         room.stop_watching()  # the client has gone
         room.close()
         tasks.cancel_scope.cancel()
@@ -309,6 +311,84 @@ def _client_gone(error: BaseException) -> bool:
     return isinstance(
         error, BrokenPipeError | ConnectionResetError | anyio.ClosedResourceError | anyio.BrokenResourceError
     )
+
+
+class _Answering:
+    """The transport's stream of what the client sent, answering the requests the SDK cannot read. A request line
+    that is legal JSON but holds a lone surrogate ("\\ud800", as JavaScript writes a broken string) is not text the
+    SDK's parser accepts: it hands over the failure without the request's id, and the client would wait forever.
+    Such a request is answered here with a JSON-RPC error under its own id; everything else passes through."""
+
+    def __init__(self, inner: Any, write: Any) -> None:
+        self.inner, self.write = inner, write
+        self.last_context: Any = None  # the sender's context of the last item, as the SDK's own stream keeps it
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self.inner.receive()
+            self.last_context = getattr(self.inner, "last_context", None)
+            refusal = _refusal(item) if isinstance(item, Exception) else None
+            if refusal is None:
+                return item
+            try:
+                await self.write.send(SessionMessage(refusal))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass  # the server is done answering anything
+
+    def __aiter__(self) -> _Answering:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _Answering:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _refusal(error: Exception) -> types.JSONRPCError | None:
+    """The answer to a request line the SDK could not parse, when the line names a request id to answer."""
+    failures = error.errors() if isinstance(error, ValidationError) else []
+    line = failures[0].get("input") if failures and failures[0].get("type") == "json_invalid" else None
+    try:
+        request = json.loads(line) if isinstance(line, str) else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+        return None
+    ident = request.get("id")
+    if isinstance(ident, bool) or not isinstance(ident, int | str) or NOT_UTF8.search(str(ident)):
+        return None  # a notification (nothing to answer), or an id that cannot be written back
+    if _holds_surrogate(request):
+        code, text = (
+            INVALID_PARAMS,
+            "the request holds text that is not valid Unicode (a lone surrogate such as \\ud800)",
+        )
+    else:
+        code, text = PARSE_ERROR, "the request could not be read"
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=f"gitmail: error: {text}")
+    )
+
+
+def _holds_surrogate(value: object, depth: int = 0) -> bool:
+    if isinstance(value, str):
+        return NOT_UTF8.search(value) is not None
+    if depth > 100:
+        return False
+    if isinstance(value, dict):
+        return any(_holds_surrogate(k, depth + 1) or _holds_surrogate(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_surrogate(v, depth + 1) for v in value)
+    return False
 
 
 def config(python: str | None = None) -> dict[str, Any]:

@@ -171,6 +171,8 @@ def log(
     )
     lines = [f"gitmail: mail of {scope}, {render.count(len(entries), 'message')}:"]
     lines += [render.log_line(entry) for entry in entries]
+    lines += [f"Note: {render.unreadable(entries.unreadable)}."] if entries.unreadable else []
+    lines += [f"Note: {entries.unrecorded}."] if entries.unrecorded else []
     text = "\n".join(lines) + "\n"
     return Answer(text, {"text": text, "repo": who.repo if who else None, "messages": [_fields(e) for e in entries]})
 

@@ -9,13 +9,13 @@ import os
 import time
 from pathlib import Path
 
-from gitmail.errors import MailboxError
+from gitmail.errors import Unwritable
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
     """Replace `path` with `data`: a reader sees the old content or the new, never a part. `durable` syncs the file
     and its directory to disk (a record that must survive power loss); without it a crash may lose the write, never
-    tear it (caches, hints). Raises MailboxError, in one line, when the file system refuses."""
+    tear it (caches, hints). Raises Unwritable (a MailboxError), in one line, when the file system refuses."""
     target = Path(path)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}")
     try:  # not tempfile: the hooks write with this, and importing tempfile costs them milliseconds
@@ -76,8 +76,13 @@ def read_text(path: str | os.PathLike[str]) -> str | None:
         return None
 
 
-def unwritable(where: str | os.PathLike[str], error: OSError) -> MailboxError:
+def unwritable(where: str | os.PathLike[str], error: OSError) -> Unwritable:
     """One line for a write the file system refused: read-only, full, over a size limit, not permitted."""
+    return Unwritable(os.fspath(where), refused(error))
+
+
+def refused(error: OSError) -> str:
+    """Why the file system refused a write, in a few words ("the disk is full")."""
     reasons = {
         errno.EROFS: "the file system is read-only",
         errno.ENOSPC: "the disk is full",
@@ -86,5 +91,4 @@ def unwritable(where: str | os.PathLike[str], error: OSError) -> MailboxError:
         errno.EACCES: "permission denied",
         errno.EPERM: "permission denied",
     }
-    reason = reasons.get(error.errno or 0, error.strerror or str(error))
-    return MailboxError(f"cannot write the mailbox at {os.fspath(where)}: {reason}")
+    return reasons.get(error.errno or 0, error.strerror or str(error))

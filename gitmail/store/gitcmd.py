@@ -1,5 +1,6 @@
-"""Running git on the mailbox: an allow-listed environment, no hooks, no user or system configuration, and the
-parser for `git cat-file --batch` output.
+"""Running git on the mailbox: an allow-listed environment, no hooks, no user or system configuration, and
+`git cat-file --batch` (once per read, or kept running) reading past objects git cannot read and stopping before
+ones larger than the reader would read.
 
 gitmail's git calls must do only what gitmail asks. A `reference-transaction` hook (from the mailbox's hooks/,
 its config or a global `core.hooksPath`), an fsmonitor, a pager or a credential helper would run another
@@ -23,6 +24,7 @@ and no URL may use the transports that run commands (`ext::`, `fd::`).
 from __future__ import annotations
 
 import os
+import re
 import time
 
 from gitmail.errors import MailboxError
@@ -442,31 +444,67 @@ def quoted(word: str) -> str:
     return "'" + word.replace("'", "'\"'\"'") + "'"
 
 
-def read_batch(git_dir: str | PathLike[str], specs: Sequence[str], limit: int) -> list[bytes | None]:
-    """As `git cat-file --batch` answers each spec; None where missing, and where the object is larger than `limit`
-    bytes: git is stopped as soon as it announces one (having sent at most a pipe's worth of it), and a new one
-    answers the specs after it."""
+# -- reading objects ---------------------------------------------------------------------------------------------
+
+# What git says when it cannot read an object it has (a loose file cut short or garbled, a damaged pack): such an
+# object is treated as missing, where git would stop answering altogether.
+_UNREADABLE = r"corrupt|unable to (stream|unpack|parse|read)|inflate|bad object|hash mismatch|is empty|garbage at end"
+
+
+def unreadable_object(stderr: str) -> str | None:
+    """The object git names in a message saying it could not read it ("" when it names none); None when the
+    message is about something else."""
+    if not re.search(_UNREADABLE, stderr):
+        return None
+    named = re.search(r"\b[0-9a-f]{40}\b", stderr)
+    return named.group() if named else ""
+
+
+def cat_file(
+    git_dir: str | PathLike[str],
+    specs: Sequence[str],
+    damaged: set[str] | None = None,
+    *,
+    check: str | None = None,
+    limit: int | None = None,
+) -> list[bytes | None]:
+    """`git cat-file --batch` over these specs: each one's content, None where it names nothing, and where the
+    object is larger than `limit` bytes: git is stopped as soon as it announces one (having sent at most a pipe's
+    worth of it). An object git cannot read is answered None as a missing one is, and named in `damaged` (its id,
+    else the spec): git dies on it. After either, the requests left are asked of a new git, once per such object.
+    With `check` (a format), `--batch-check` instead: each answer is its line."""
     where = str(git_dir)
+    batch = f"--batch-check={check}" if check is not None else "--batch"
+    argv = ["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, "cat-file", batch, "--buffer"]
     results: list[bytes | None] = []
     while len(results) < len(specs):
         rest = specs[len(results) :]
-        watch = _Watch(limit)
+        watch = _Watch(limit) if limit is not None and check is None else None
         try:
             done = spawn(
-                ["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, "cat-file", "--batch", "--buffer"],
+                argv,
                 environment(),
                 stdin="".join(s + "\n" for s in rest).encode(),
-                until=watch.feed,
+                until=watch.feed if watch is not None else None,
             )
         except FileNotFoundError:
             raise MailboxError("git was not found on PATH; gitmail reads the mailbox with it") from None
         except OSError as error:
             raise MailboxError(f"could not run git: {error.strerror or error}") from None
-        if done.returncode != 0 and not watch.stopped:
-            raise GitFailed("cat-file", done.returncode, done.stderr.decode(errors="replace"))
-        results += parse_batch(done.stdout, watch.answered if watch.stopped else len(rest))
-        if watch.stopped:
-            results.append(None)
+        if watch is not None and watch.stopped:  # stopped at one too large: the whole answers before it, then None
+            results += [*_answers(done.stdout, watch.answered), None]
+            continue
+        answers = _answers(done.stdout, len(rest), check is not None)
+        if len(answers) == len(rest):
+            return results + answers
+        culprit: str | None = ""  # exited 0 all the same: it announced more bytes of an object than it gave
+        if done.returncode != 0:
+            culprit = unreadable_object(done.stderr.decode(errors="replace"))
+            if culprit is None:
+                raise GitFailed("cat-file", done.returncode, done.stderr.decode(errors="replace"))
+        results += [*answers, None]
+        if damaged is not None:
+            damaged.add(culprit or rest[len(answers)])
     return results
 
 
@@ -506,19 +544,30 @@ class _Watch:
         return False
 
 
-def parse_batch(out: bytes, count: int) -> list[bytes | None]:
-    """Contents from `git cat-file --batch` output for `count` requests; None where an object is missing."""
+def _answers(out: bytes, count: int, check: bool = False) -> list[bytes | None]:
+    """The whole answers at the start of `git cat-file --batch` output (at most `count`): a git that died mid-way
+    leaves the answers before the object it died on. With `check` (`--batch-check` output), each answer is its
+    line (None for "<spec> missing" or "ambiguous")."""
     results: list[bytes | None] = []
     at = 0
-    for _ in range(count):
-        end = out.index(b"\n", at)
+    while len(results) < count:
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        if check:
+            line = out[at:end]
+            results.append(None if line.endswith((b" missing", b" ambiguous")) else line)
+            at = end + 1
+            continue
         size = _size(out[at:end])
-        at = end + 1
         if size is None:
             results.append(None)
+            at = end + 1
+        elif len(out) >= end + size + 2 and out[end + 1 + size : end + 2 + size] == b"\n":
+            results.append(out[end + 1 : end + 1 + size])
+            at = end + size + 2
         else:
-            results.append(out[at : at + size])
-            at += size + 1
+            break
     return results
 
 
@@ -538,7 +587,8 @@ class BatchReader:
     """One `git cat-file --batch` kept running for a process that reads many times (the MCP server, a writer reading
     notes), so that each read costs a round trip through a pipe instead of a git process. It sees what the mailbox
     holds when it is asked: a ref in a request is resolved then, and git looks for new packs when an object is not
-    where it last looked. Thread-safe; a git that died is started again once per read."""
+    where it last looked. Thread-safe. A git that stops (it dies on an object it cannot read) is replaced, and the
+    request it stopped on is asked alone of a git whose messages are heard (`cat_file`)."""
 
     def __init__(self, git_dir: str | PathLike[str]) -> None:
         import _thread  # the threading module costs the hooks an import; a plain lock is all this needs
@@ -547,41 +597,45 @@ class BatchReader:
         self._lock = _thread.allocate_lock()
         self._process: _Piped | None = None
 
-    def read(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
-        """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, and
-        where the object is larger than `limit` bytes (then not one byte of it is read)."""
+    def read(
+        self, specs: Sequence[str], *, limit: int | None = None, damaged: set[str] | None = None
+    ) -> list[bytes | None]:
+        """As `git cat-file --batch` answers each spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, where
+        the object is larger than `limit` bytes (then not one byte of it is read), or where git cannot read the
+        object (named in `damaged`, as `cat_file` does)."""
         if any("\n" in spec for spec in specs):
             raise ValueError("a cat-file request cannot hold a newline")
         with self._lock:
-            try:
-                return self._read(specs, limit)
-            except (OSError, ValueError, EOFError):  # the git behind it is gone: once more with a new one
-                self._stop()
-            try:
-                return self._read(specs, limit)
-            except (OSError, ValueError, EOFError) as error:
-                self._stop()
-                raise MailboxError(f"could not read the mailbox with git cat-file: {error}") from None
+            results: list[bytes | None] = []
+            while len(results) < len(specs):
+                try:
+                    self._read(specs[len(results) :], limit, results)
+                except (OSError, ValueError, EOFError):  # the git behind it stopped: on the spec it was answering?
+                    self._stop()
+                    try:  # asked alone, of a git whose last words are heard: damage is answered None, else it fails
+                        results += cat_file(self.git_dir, [specs[len(results)]], damaged, limit=limit)
+                    except MailboxError as error:
+                        raise MailboxError(f"could not read the mailbox with git cat-file: {error}") from None
+            return results
 
     def close(self) -> None:
         with self._lock:
             self._stop()
 
-    def _read(self, specs: Sequence[str], limit: int | None) -> list[bytes | None]:
-        results: list[bytes | None] = []
-        while len(results) < len(specs):
-            process = self._running()
-            chunk = next(_chunks(specs[len(results) :]))
+    def _read(self, specs: Sequence[str], limit: int | None, results: list[bytes | None]) -> None:
+        """Answers into `results` as they come, so that a git that stops leaves those it gave; up to and including
+        the first one too large (its content is never read: this git goes, and a new one answers the rest)."""
+        process = self._running()
+        for chunk in _chunks(specs):
             process.stdin.write("".join(spec + "\n" for spec in chunk).encode())
             process.stdin.flush()
             for _ in chunk:
                 answer = _answer(process.stdout, limit)
-                if answer is TOO_LARGE:  # its content is never read: this git goes, a new one answers the rest
+                if answer is TOO_LARGE:
                     self._stop()
                     results.append(None)
-                    break
+                    return
                 results.append(answer if isinstance(answer, bytes) else None)
-        return results
 
     def _running(self) -> _Piped:
         if self._process is None or not self._process.alive():

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from gitmail.errors import MailboxError, Transient, UsageError
-from gitmail.store import gitcmd, refs
+from gitmail.store import gitcmd, loose, refs
 from gitmail.store.files import sync_directory, unwritable
 from gitmail.store.repository import Store
 from gitmail.values import sshsig
@@ -70,16 +70,22 @@ class Objects:
             self._reader = None
 
     def read(self, specs: Sequence[str]) -> list[bytes | None]:
-        if self._reader is None:
+        """As `Store.read`: what is loose directly, the rest through one git cat-file kept for the write; a damaged
+        object reads as missing."""
+        found = loose.read(self.path, specs, damaged=self.store.damaged)
+        rest = [spec for spec, got in zip(specs, found, strict=True) if got is loose.ELSEWHERE]
+        if rest and self._reader is None:
             self._reader = gitcmd.BatchReader(self.path)
-        return self._reader.read(specs)
+        answers = iter(self._reader.read(rest, damaged=self.store.damaged) if rest and self._reader else [])
+        return [next(answers) if got is loose.ELSEWHERE else got if isinstance(got, bytes) else None for got in found]
 
     def write(self, kind: str, content: bytes) -> str:
         """One loose object; its id. Already there (loose) costs nothing; packed, it is written loose once more,
-        which the next packing folds in."""
+        which the next packing folds in; there but damaged (a torn file), it is written whole over the damage."""
         data = f"{kind} {len(content)}\0".encode() + content
         oid = _sha1(data).hexdigest()
-        if (self.path / "objects" / oid[:2] / oid[2:]).exists():
+        heal = (self.path / "objects" / oid[:2] / oid[2:]).exists()
+        if heal and not loose.damaged(self.path, [oid]):
             return oid
         import zlib  # here: readers never need it
 
@@ -92,14 +98,15 @@ class Objects:
                 os.fsync(fd)  # a reported send survives power loss, not only crashes
             finally:
                 os.close(fd)
-            self._link(temporary, oid)
+            self._link(temporary, oid, heal=heal)
         return oid
 
     def write_file(self, source: IO[bytes], size: int, label: str) -> str:
         """A blob of a file's content, read from where `source` stands to its end, which must be `size` bytes
         away: hashed, compressed and written a chunk at a time, so a large attachment is never held in memory. A
         file that changed size meanwhile is refused (a usage error naming `label`), leaving nothing behind; one
-        already here is not written again (nor synced to disk)."""
+        already here is not written again (nor synced to disk), nor read to learn whether its file is damaged
+        (`gitmail doctor` finds that)."""
         import zlib
 
         header = f"blob {size}\0".encode()
@@ -130,11 +137,16 @@ class Objects:
                 self._link(temporary, oid)
         return oid
 
-    def _link(self, temporary: Path, oid: str) -> None:
-        """Give a written (and synced) temporary object file its name."""
+    def _link(self, temporary: Path, oid: str, *, heal: bool = False) -> None:
+        """Give a written (and synced) temporary object file its name; with `heal`, in place of a damaged file of
+        the same object."""
         folder = self.path / "objects" / oid[:2]
         target = folder / oid[2:]
         folder.mkdir(exist_ok=True)
+        if heal:
+            os.replace(temporary, target)  # this object's bytes, whole, where a damaged copy was
+            self._folders.add(oid[:2])
+            return
         try:
             os.link(temporary, target)
         except FileExistsError:

@@ -6,6 +6,9 @@ send and MCP inbox rows); everything else lists refs with `git for-each-ref`.
 Reads take no lock. git writes a loose ref by renaming a finished file into place, and packed-refs by renaming a
 whole new file over the old one, so each file is read whole or not at all; a ref moving while it is read is seen
 before or after the move, as `git for-each-ref` would see it.
+
+A ref file or a packed-refs line that does not hold a ref (garbled on disk, or edited by hand) is passed over: git
+stops on such a packed-refs line, and `gitmail doctor` reports both (`broken`).
 """
 
 from __future__ import annotations
@@ -124,8 +127,8 @@ class _Packed:
         self.handle.seek(at)
         found = []
         for line in self.handle:
-            if line.startswith(b"^"):
-                continue  # the peeled value of the tag above
+            if _packed_line(line) is None:
+                continue  # the peeled value of the tag above, or a line that holds no ref
             oid, _, name = line.rstrip(b"\n").partition(b" ")
             if name.startswith(key):
                 found.append((name.decode("utf-8", "replace"), oid.decode("ascii", "replace")))
@@ -168,6 +171,40 @@ class _Packed:
             line = self.handle.readline()
             if not line:
                 return self.size, b"\xff"
-            if not line.startswith(b"^"):
+            if _packed_line(line) is not None:  # not a peeled value, nor a line that holds no ref
                 return start, line.rstrip(b"\n").partition(b" ")[2]
             start = self.handle.tell()
+
+
+def _packed_line(line: bytes) -> tuple[str, str] | None:
+    """(oid, ref) of a packed-refs line that holds a ref; None for the header, a peeled value, or garbage."""
+    oid, space, name = line.rstrip(b"\n").partition(b" ")
+    if not space or not name.startswith(b"refs/") or b" " in name or not _is_oid(oid.decode("ascii", "replace")):
+        return None
+    return oid.decode(), name.decode("utf-8", "replace")
+
+
+def broken(mailbox: Path) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
+    """What git cannot read as refs: loose ref files under refs/ that hold neither an object id nor a symbolic ref
+    (ref, what the file begins with), and packed-refs lines that are neither a ref, a peeled value nor the header
+    (line number, the line). For `gitmail doctor`: it reads every ref file."""
+    files = []
+    for path in _files(mailbox / "refs"):
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read(128).decode("ascii", "replace").strip()
+        except OSError:
+            continue
+        if not (_is_oid(text) or text.startswith("ref: refs/")):
+            files.append((os.path.relpath(path, mailbox).replace(os.sep, "/"), text[:60]))
+    lines = []
+    try:
+        with open(mailbox / "packed-refs", "rb") as packed:
+            for number, line in enumerate(packed, 1):
+                peeled = line.startswith(b"^") and _is_oid(line[1:].strip().decode("ascii", "replace"))
+                header = number == 1 and line.startswith(b"# pack-refs with:")
+                if not (peeled or header or _packed_line(line)):
+                    lines.append((number, line.rstrip(b"\n").decode("utf-8", "replace")[:80]))
+    except OSError:
+        pass
+    return sorted(files), lines

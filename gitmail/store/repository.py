@@ -45,6 +45,7 @@ class Store:
         self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
         self._reader: gitcmd.BatchReader | None = None  # a cat-file kept running, for long-lived processes
         self._settings: tuple[tuple[int, int, int] | None, gitconfig.Config] | None = None  # the config, as last read
+        self.damaged: set[str] = set()  # objects found unreadable (damaged on disk): read as missing, named here
 
     # -- existence and health ---------------------------------------------------------------------------------
 
@@ -65,6 +66,11 @@ class Store:
         where = self.path
         try:
             if not where.is_dir():
+                if where.is_symlink() and not where.exists():
+                    raise MailboxError(
+                        f"mailbox path {where} is a dangling symbolic link (to {os.readlink(where)}, which does not "
+                        f"exist); point {MAILBOX_ENV} at the mailbox itself, or create what the link names"
+                    )
                 raise MailboxError(f"mailbox path {where} exists but is not a directory")
             check_ownership(where)
             head, config = where / "HEAD", where / "config"
@@ -91,6 +97,10 @@ class Store:
             raise MailboxError(
                 f"{where} is a git repository gitmail did not create; point {MAILBOX_ENV} at a new or empty path"
             )
+        try:
+            check_private(where)
+        except OSError as error:
+            raise MailboxError(f"cannot read the mailbox at {where}: {error.strerror or error}") from None
         self._checked = True
 
     @property
@@ -172,18 +182,58 @@ class Store:
 
     def log_refs(self, *args: str) -> list[tuple[str, list[str]]]:
         """Commits `git log` selects with the given arguments, newest first, with their gitmail refs. A ref among
-        those the `--glob` arguments name whose commit is missing comes last, as a row of its own: git log skips
-        it, and its readers find no document there and report it. Finding those costs nothing while every ref
-        is whole: git log fails on such a ref, and only then are they looked for."""
+        those the `--glob` arguments name whose commit cannot be read (gone, or damaged on disk) comes last, as a
+        row of its own: git log skips it, and its readers find no document there and report it. Finding those
+        costs nothing while every ref is whole: git log fails on such a ref, and only then are they looked for.
+        A walk (no `--no-walk`) also leaves out the refs whose history holds such a commit."""
         if not self.exists():
             return []
         try:
             return self._log(*args)
         except gitcmd.GitFailed as failure:
-            if not re.search(r"\b(bad|missing) object\b", failure.stderr):
+            if (
+                not re.search(r"\b(bad|missing) object\b", failure.stderr)
+                and gitcmd.unreadable_object(failure.stderr) is None
+            ):
                 raise
         globs = [a.split("=", 1)[1] for a in args if a.startswith("--glob=")]
-        return self._log("--ignore-missing", *args) + [(p.oid, [p.ref]) for p in self.dangling(*globs)]
+        walks = not any(a.startswith("--no-walk") for a in args)
+        broken, tainted = self.unreadable_history(self.refs(*globs) if globs else [])
+        left_out = [f"--exclude={p.ref}" for p in [*broken, *(tainted if walks else [])]]
+        spelled = [part for a in args for part in ([*left_out, a] if a.startswith("--glob=") else [a])]
+        return self._log("--ignore-missing", *spelled) + [(p.oid, [p.ref]) for p in broken]
+
+    def unreadable_history(self, places: Sequence[Located]) -> tuple[list[Located], list[Located]]:
+        """Of these message refs, those whose commit cannot be read (gone, or damaged), and those whose commit can
+        be but one it answers cannot: what git log cannot get past. Each commit is read once (a message answers
+        at most one other: threads are chains)."""
+        commits: dict[str, bytes | None] = {}
+        wanted = list(dict.fromkeys(p.oid for p in places))
+        while wanted:
+            commits.update(zip(wanted, self.read(wanted), strict=True))
+            wanted = list(
+                dict.fromkeys(p for data in commits.values() if data for p in _parents(data) if p not in commits)
+            )
+
+        known: set[str] = set()  # commits whose whole history was read
+
+        def whole(tip: str) -> bool:
+            seen: set[str] = set()
+            walk = [tip]
+            while walk:
+                oid = walk.pop()
+                if oid in seen or oid in known:
+                    continue
+                seen.add(oid)
+                data = commits.get(oid)
+                if data is None:
+                    return False
+                walk += _parents(data)
+            known.update(seen)
+            return True
+
+        broken = [p for p in places if commits.get(p.oid) is None]
+        return broken, [p for p in places if commits.get(p.oid) is not None and not whole(p.oid)]
 
     def _log(self, *args: str) -> list[tuple[str, list[str]]]:
         out = self.git(
@@ -200,33 +250,22 @@ class Store:
             rows.append((oid, [d for d in decorations.split(", ") if d]))
         return rows
 
-    def dangling(self, *patterns: str) -> list[Located]:
-        """Message refs under these prefixes whose commit the mailbox no longer has (a `git gc --prune=now` ran
-        while they were being written)."""
-        if not patterns:
-            return []
-        places = self.refs(*patterns)
-        gone = self.missing([p.oid for p in places])
-        return [p for p in places if p.oid in gone]
-
     def read(self, specs: Sequence[str], *, limit: int | None = None) -> list[bytes | None]:
-        """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, and
-        where the object is larger than `limit` bytes (nothing of it past its size is read then). What is loose is
-        read directly (loose.py); only the rest costs a `git cat-file`."""
+        """Object contents for each `git cat-file` spec (`<oid>:<path>`, `<ref>:<path>`); None where missing, where
+        the object is larger than `limit` bytes (nothing of it past its size is read then), or where what it names
+        cannot be read (a damaged object: its id is added to `damaged`). What is loose is read directly (loose.py);
+        only the rest costs a `git cat-file`."""
         if not specs:
             return []
-        found = loose.read(self.path, specs, limit)
+        found = loose.read(self.path, specs, limit=limit, damaged=self.damaged)
         rest = [spec for spec, got in zip(specs, found, strict=True) if got is loose.ELSEWHERE]
         answers = iter(self._cat_file(rest, limit) if rest else [])
         return [next(answers) if got is loose.ELSEWHERE else got if isinstance(got, bytes) else None for got in found]
 
     def _cat_file(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
         if self._reader is not None:
-            return self._reader.read(specs, limit)
-        if limit is not None:
-            return gitcmd.read_batch(self.path, specs, limit)
-        out = self.git("cat-file", "--batch", "--buffer", stdin="".join(s + "\n" for s in specs).encode())
-        return gitcmd.parse_batch(out, len(specs))
+            return self._reader.read(specs, limit=limit, damaged=self.damaged)
+        return gitcmd.cat_file(self.path, specs, self.damaged, limit=limit)
 
     def keep_reading(self) -> None:
         """For a process that reads this mailbox many times (the MCP server): keep one `git cat-file` running for
@@ -243,9 +282,8 @@ class Store:
         """What each of these refs points at, for those that exist and point at an object the mailbox has."""
         if not refs:
             return {}
-        out = self.git("cat-file", "--batch-check=%(objectname)", stdin="".join(r + "\n" for r in refs).encode())
-        lines = out.decode(errors="replace").splitlines()
-        return {ref: line for ref, line in zip(refs, lines, strict=True) if not line.endswith(" missing")}
+        lines = gitcmd.cat_file(self.path, refs, self.damaged, check="%(objectname)")
+        return {ref: line.decode(errors="replace") for ref, line in zip(refs, lines, strict=True) if line is not None}
 
     def written(self, refs: Sequence[str]) -> dict[str, str]:
         """Of these refs, the ones that exist, with what they hold, whether or not the mailbox has that object:
@@ -282,11 +320,8 @@ class Store:
         """Which of these objects the mailbox does not have."""
         if not oids:
             return set()
-        out = self.git(
-            "cat-file", "--batch-check=%(objectname)", "--buffer", stdin="".join(o + "\n" for o in oids).encode()
-        )
-        lines = out.decode(errors="replace").splitlines()
-        return {oid for oid, line in zip(oids, lines, strict=True) if line.endswith(" missing")}
+        lines = gitcmd.cat_file(self.path, oids, self.damaged, check="%(objectname)")
+        return {oid for oid, line in zip(oids, lines, strict=True) if line is None}
 
     # -- writes -------------------------------------------------------------------------------------------------
 
@@ -338,7 +373,8 @@ class Store:
 
     def recent(self, names: Sequence[str], wanted: int) -> list[history.Line] | None:
         """The newest lines of these history files; None when the index cannot be had (a mailbox this process
-        may not write, whose index was never built; a mailbox whose migration is not finished)."""
+        may not write, whose index was never built; a mailbox whose migration is not finished). Unwritable when
+        it was to be built and the file system refused."""
         from gitmail.store import history  # `log` needs it; the hooks do not
 
         if not self.exists():
@@ -350,7 +386,10 @@ class Store:
                 return None
             with self.locked():
                 if not history.complete(self.path):
-                    history.rebuild(self.path, self._every_message())
+                    try:
+                        history.rebuild(self.path, self._every_message())
+                    except OSError as error:  # a full disk: the index is a cache, and the caller reads without it
+                        raise unwritable(history.directory(self.path), error) from None
         return history.newest(self.path, names, wanted)
 
     def _every_message(self) -> list[history.Line]:
@@ -359,13 +398,13 @@ class Store:
         fields = "%(objectname) %(refname) %(authordate:unix) %(authoremail)"
         try:
             rows = self.git("for-each-ref", f"--format={fields}", "refs/gitmail/").decode(errors="replace")
-        except gitcmd.GitFailed:  # a ref whose commit is gone: git reads what is there, the rest is named
-            out = self.git("log", "--no-walk", "--ignore-missing", "--format=%H %at %ae", "--glob=refs/gitmail/")
-            dated = {oid: rest for oid, _, rest in (row.partition(" ") for row in out.decode().splitlines())}
+        except gitcmd.GitFailed:  # a ref whose commit is gone or damaged: read what is there, the rest is named
             listed = self.git("for-each-ref", "--format=%(objectname) %(refname)", "refs/gitmail/").decode()
-            now = str(int(time.time()))  # a message whose commit is gone has no date: it is news now
+            pairs = [row.split(" ", 1) for row in listed.splitlines() if " " in row]
+            commits = self.read([oid for oid, _ in pairs])
+            now = f"{int(time.time())} <>"  # a message whose commit cannot be read has no date: it is news now
             rows = "\n".join(
-                f"{row} {dated.get(row.split(' ', 1)[0], f'{now} <>')}" for row in listed.splitlines() if " " in row
+                f"{oid} {ref} {_author(commit) or now}" for (oid, ref), commit in zip(pairs, commits, strict=True)
             )
         lines = []
         for row in rows.splitlines():
@@ -413,19 +452,23 @@ class Store:
 
 
 def check_ownership(where: Path) -> None:
-    """Refuse a mailbox another user owns or could change (as ssh refuses a key file others can write): its
-    config and refs decide what gitmail runs and delivers. Inside a private (0700) mailbox nobody else can reach
-    anything, whatever the modes there."""
-    uid = os.getuid()
-    root = where.stat()
-    _check_owned(where, root, uid, where)
-    if not stat.S_IMODE(root.st_mode) & 0o077:
-        return
-    for path in (where / "config", where / "refs", where / "objects", where / "hooks", where / OWN_DIR):
-        try:
-            _check_owned(path, path.lstat(), uid, where)
-        except FileNotFoundError:
-            continue
+    """Refuse a mailbox another user owns or others can write (as ssh refuses a key file others can write): its
+    config, refs, objects and gitmail's own files decide what gitmail runs and delivers."""
+    _check_owned(where, where.stat(), os.getuid(), where)
+
+
+def check_private(where: Path) -> None:
+    """Refuse a mailbox others can enter. gitmail insists on a private mailbox, as it makes them: a directory of
+    yours that grants nothing to group or others (0700) keeps everything inside out of anyone else's reach,
+    whatever the modes there, and one stat proves it. In a mailbox others can enter, what a neighbour could
+    rewrite (a world-writable packed-refs, ref folder, object or cache) would take a walk of the whole mailbox to
+    rule out, at every hook."""
+    mode = stat.S_IMODE(where.stat().st_mode)
+    if mode & 0o077:
+        raise MailboxError(
+            f"{where} is open to other users (mode {mode:o}); gitmail uses only a private mailbox, as it makes "
+            f"them (fix: chmod -R go-rwx {where})"
+        )
 
 
 def _check_owned(path: Path, info: os.stat_result, uid: int, where: Path) -> None:
@@ -437,8 +480,26 @@ def _check_owned(path: Path, info: os.stat_result, uid: int, where: Path) -> Non
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(info.st_mode):
         raise MailboxError(
             f"{path} can be changed by other users (mode {stat.S_IMODE(info.st_mode):o}); "
-            f"gitmail refuses such a mailbox (fix: chmod -R go-w {where})"
+            f"gitmail refuses such a mailbox (fix: chmod -R go-rwx {where})"
         )
+
+
+def _author(commit: bytes | None) -> str | None:
+    """A commit's author time and address, as `%at %ae` gives them ("1764408600 api@gitmail"); None when it has
+    no author line git would read."""
+    head = (commit or b"").split(b"\n\n", 1)[0].decode(errors="replace")
+    for line in head.split("\n"):
+        if line.startswith("author "):
+            before, _, after = line.rpartition(">")
+            seconds = (after.split() or [""])[0]
+            return f"{seconds} {before.rpartition('<')[2]}" if seconds.isdigit() else None
+    return None
+
+
+def _parents(commit: bytes) -> list[str]:
+    """The parent ids a commit's header names."""
+    head = commit.split(b"\n\n", 1)[0]
+    return [line[7:].decode(errors="replace") for line in head.split(b"\n") if line.startswith(b"parent ")]
 
 
 def _old_spellings(pattern: str) -> list[str]:

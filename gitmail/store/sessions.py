@@ -46,6 +46,7 @@ class Record:
         self.turn = turn  # in a turn: from a prompt or a tool call until the turn ends
         self.top: str | None = None  # set: the work tree hook.sh compares with before it reads the stamps
         self.held: bool | None = None  # set: whether low-urgency mail waits for the next prompt
+        self.unsaved: OSError | None = None  # why the record could not be written back, once the block is over
 
     @property
     def known(self) -> set[str]:
@@ -122,24 +123,47 @@ def record(
             entry.data["started"] = time.time()
         yield entry
         entry.data["touched"] = time.time()
-        encoded = json.dumps(entry.data, sort_keys=True).encode()
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.ftruncate(fd, 0)
-        os.write(fd, encoded)
-        write_line(files.stamps, entry.stamps)
-        write_line(files.turn, hookfiles.BUSY if entry.turn else hookfiles.IDLE)
-        if entry.top is not None:
-            write_line(files.top, entry.top)
-        if entry.held:
-            write_line(files.held, "low")
-        elif entry.held is not None:
-            files.held.unlink(missing_ok=True)
+        try:
+            _save(fd, json.dumps(entry.data, sort_keys=True).encode(), raw)
+            write_line(files.stamps, entry.stamps)
+            write_line(files.turn, hookfiles.BUSY if entry.turn else hookfiles.IDLE)
+            if entry.top is not None:
+                write_line(files.top, entry.top)
+            if entry.held:
+                write_line(files.held, "low")
+            elif entry.held is not None:
+                files.held.unlink(missing_ok=True)
+        except OSError as error:  # a full disk: the caller says what was not recorded
+            entry.unsaved = error
         if fresh:
             _clean(files.record.parent)
     except OSError:
         return
     finally:
         os.close(fd)
+
+
+def _save(fd: int, encoded: bytes, before: bytes) -> None:
+    """Write the record over the old one in place (its lock is on this file), then cut what is left of the old.
+    Where the disk has no room for it, the old record is put back (the room it took is still the file's), so what
+    the session knew is not lost with the write."""
+    try:
+        _write_at_start(fd, encoded)
+    except OSError:
+        try:
+            _write_at_start(fd, before)
+            os.ftruncate(fd, len(before))
+        except OSError:
+            pass
+        raise
+    os.ftruncate(fd, len(encoded))
+
+
+def _write_at_start(fd: int, data: bytes) -> None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def shown(mailbox: Path, host: str, session_id: str) -> set[str]:

@@ -225,7 +225,7 @@ def _mailbox() -> str | None:
     try:
         for inside in ("", "config", SYNC_DIR):
             info = os.stat(os.path.join(path, inside))
-            if info.st_uid != os.getuid() or info.st_mode & 0o022:
+            if info.st_uid != os.getuid() or info.st_mode & (0o077 if inside == "" else 0o022):  # a private mailbox
                 return None
     except OSError:
         return None

@@ -25,6 +25,16 @@ _MAX_ENCODED = 200  # a loose ref is a file: keep well under NAME_MAX (255 bytes
 # Control characters, line and paragraph separators, noncharacters and bidirectional overrides:
 # none may appear in a name, and in free text (subjects) they collapse to a space.
 UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff\u202a-\u202e\u2066-\u2069]")
+# Format characters: invisible, yet they change what a name or a line looks like (zero-width spaces and joiners,
+# marks that steer direction, a byte-order mark, invisible operators, tags). Names may hold them; wherever gitmail
+# shows a name, a subject or JSON, they are shown as escapes (render.py). JOINERS: the ones emoji and some scripts
+# need, which a body keeps as written.
+INVISIBLE = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2060-\u2064\u206a-\u206f"
+    "\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f"
+)
+JOINERS = "\u200c\u200d\U000e0020-\U000e007f"
 # Lone surrogates: how Python hands over command-line arguments and file names whose bytes are not UTF-8.
 NOT_UTF8 = re.compile("[\ud800-\udfff]")
 

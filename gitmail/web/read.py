@@ -22,11 +22,12 @@ from gitmail import mailbox
 from gitmail.errors import GitmailError, NotFound
 from gitmail.mailbox import Entry
 from gitmail.store.claims import load_claims
+from gitmail.store.gitcmd import GitFailed
 from gitmail.store.machines import Here
 from gitmail.store.repository import Store
 from gitmail.values.attachments import Attachment
 from gitmail.values.ids import BROADCAST
-from gitmail.values.layout import ROOT, SEEN_NOTES, Located, State, latest
+from gitmail.values.layout import ROOT, SEEN_NOTES, Located, State, latest, note_lines, note_specs
 from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, Message, parse
 from gitmail.values.names import RepoName
 
@@ -474,12 +475,16 @@ def _node(place: Located, header: tuple[str | None, int, RepoName | None]) -> No
 
 
 def _headers(store: Store, oids: Sequence[str]) -> dict[str, tuple[str | None, int, RepoName | None]]:
-    """Parent, author time and sending repo of each commit, from one `git log` that walks nowhere."""
+    """Parent, author time and sending repo of each commit, from one `git log` that walks nowhere. Where git log
+    cannot read one of them (gone, or damaged on disk), each is read on its own and those left out."""
     if not oids:
         return {}
-    out = store.git(
-        "log", "--no-walk=unsorted", "--stdin", "--format=%H%x00%P%x00%at%x00%ae", stdin="\n".join(oids).encode()
-    )
+    try:
+        out = store.git(
+            "log", "--no-walk=unsorted", "--stdin", "--format=%H%x00%P%x00%at%x00%ae", stdin="\n".join(oids).encode()
+        )
+    except GitFailed:
+        out = _read_headers(store, oids)
     senders: dict[str, RepoName | None] = {}
     found = {}
     for line in out.decode(errors="surrogateescape").splitlines():
@@ -488,6 +493,24 @@ def _headers(store: Store, oids: Sequence[str]) -> dict[str, tuple[str | None, i
             senders[email] = _sender(email)
         found[oid] = (parents.split(" ")[0] or None, int(time), senders[email])
     return found
+
+
+def _read_headers(store: Store, oids: Sequence[str]) -> bytes:
+    """What `_headers`' git log prints, for the commits that can be read (read through `Store.read`, which reads
+    around damage)."""
+    lines = []
+    for oid, commit in zip(oids, store.read(oids), strict=True):
+        head = (commit or b"").split(b"\n\n", 1)[0].split(b"\n")
+        parents = [line[7:] for line in head if line.startswith(b"parent ")]
+        author = next((line for line in head if line.startswith(b"author ")), None)
+        if author is None or b">" not in author:
+            continue
+        before, _, after = author.rpartition(b">")
+        seconds = (after.split() or [b""])[0]
+        if seconds.isdigit():
+            fields = [oid.encode(), b" ".join(parents), seconds, before.rpartition(b"<")[2]]
+            lines.append(b"\0".join(fields))
+    return b"\n".join(lines)
 
 
 def _sender(email: str) -> RepoName | None:
@@ -501,14 +524,18 @@ def _sender(email: str) -> RepoName | None:
 def _seen_sets(store: Store, oids: Sequence[str]) -> dict[str, frozenset[str]]:
     if not oids:
         return {}
-    out = store.git(
-        "log",
-        "--no-walk=unsorted",
-        "--stdin",
-        f"--notes={SEEN_NOTES}",
-        "--format=%H%x00%N%x01",
-        stdin="\n".join(oids).encode(),
-    )
+    try:
+        out = store.git(
+            "log",
+            "--no-walk=unsorted",
+            "--stdin",
+            f"--notes={SEEN_NOTES}",
+            "--format=%H%x00%N%x01",
+            stdin="\n".join(oids).encode(),
+        )
+    except GitFailed:  # a broadcast's commit or its note cannot be read: read each around the damage
+        notes = store.read([spec for oid in oids for spec in note_specs(SEEN_NOTES, oid)], limit=MAX_DOCUMENT_BYTES)
+        return {oid: frozenset(note_lines(notes[3 * i : 3 * i + 3])) for i, oid in enumerate(oids)}
     seen = {}
     for record in out.decode(errors="replace").split("\x01"):
         oid, _, note = record.strip("\n").partition("\0")
@@ -675,11 +702,10 @@ def search(snap: Snapshot, query: str, *, page: int = 1) -> Page[Item]:
     text = query.strip()
     if not text or not snap.nodes:
         return Page((), page, False, 0)
-    out = snap.store.git(
-        "log", "--no-walk=sorted", "--format=%H", "--regexp-ignore-case", "--fixed-strings", f"--grep={text}",
-        f"--glob={ROOT}",
+    rows = snap.store.log_refs(
+        "--no-walk=sorted", "--regexp-ignore-case", "--fixed-strings", f"--grep={text}", f"--glob={ROOT}"
     )  # fmt: skip
-    candidates = [snap.nodes[oid] for oid in out.decode().split() if oid in snap.nodes]
+    candidates = [snap.nodes[oid] for oid, _ in rows if oid in snap.nodes]
     exact = snap.nodes.get(snap.index.by_id.get(text.lower(), ""))
     if exact is not None:
         candidates = [exact, *(c for c in candidates if c is not exact)]

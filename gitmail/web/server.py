@@ -39,6 +39,7 @@ from gitmail.web import read as conversations
 from gitmail.web.read import Snapshot
 
 POLL_SECONDS = 2  # how often an open page asks whether the mailbox changed
+IDLE_SECONDS = 30.0  # how long a connection may wait to send its request (or the rest of it) before it is closed
 _ALL = 1_000_000  # "no limit" for lists shown whole (a repo's waiting mail, the export's)
 _STATIC = {
     "/static/view.css": ("view.css", "text/css; charset=utf-8"),
@@ -147,7 +148,9 @@ def render(template: str, snap: Snapshot, *, links: Links, **context: Any) -> st
 
 def export(store: Store, target: Path) -> int:
     """Write the whole view to one self-contained HTML file (styles inline, no script, nothing fetched); returns
-    how many conversations it holds. Written aside and renamed into place, so a failure leaves no half file."""
+    how many conversations it holds. Written aside and renamed into place, so a failure leaves no half file. An
+    export is made to be shared: it leaves out where things are on this machine (the mailbox's path, the paths of
+    the repositories that use each name), which the served view shows."""
     snap = conversations.load(store)
     css = static("view.css")
     digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
@@ -158,7 +161,7 @@ def export(store: Store, target: Path) -> int:
         .generate(
             snap=snap,
             links=ExportLinks(),
-            mailbox=str(store.path),
+            mailbox="",  # not shown: see above
             overview=conversations.overview(snap),
             waiting=conversations.waiting(snap, limit=_ALL),
             threads=conversations.every_thread(snap),
@@ -282,6 +285,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
     server_version = "gitmail-view"
     sys_version = ""
+    timeout = IDLE_SECONDS  # a connection that sends nothing (or stalls mid-request) this long is closed
 
     def do_GET(self) -> None:
         self._answer(head=False)
