@@ -938,7 +938,8 @@ def _repository(store: Store, here: Place | None, messages: Sequence[Located]) -
     folder name still holds, and mail that waits for names no repository here has used."""
     claims = load_claims(store)
     name = RepoName(here.name) if here is not None and not name_problem(here.name) else None
-    how = "chosen with git config gitmail.name" if here is not None and here.named_by != "folder" else "its folder's"
+    chosen = here is not None and here.named_by != "folder"
+    how = "chosen with git config gitmail.name" if chosen else "its folder's name"
     rename = "rename the folder, or choose a name with `git config gitmail.name NAME` in the repository"
     findings = []
     if here is None:
@@ -964,7 +965,7 @@ def _repository(store: Store, here: Place | None, messages: Sequence[Located]) -
         where = f"{here.home}" + (
             f" (worktree {json.dumps(here.worktree, ensure_ascii=False)})" if here.worktree else ""
         )
-        facts = f"{json.dumps(name, ensure_ascii=False)} ({how} name) at {where}, {_count(pending, 'message')} pending"
+        facts = f"{json.dumps(name, ensure_ascii=False)} ({how}) at {where}, {_count(pending, 'message')} pending"
         if first is None:
             findings.append(
                 Finding(

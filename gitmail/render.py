@@ -613,7 +613,7 @@ def done(result: DoneResult) -> list[str]:
         them = "it" if len(result.unshown) == 1 else "them"
         lines.append(
             f"left pending {', '.join(result.unshown)}: no session here was shown {them} whole yet "
-            "(read with `gitmail inbox` or `gitmail show ID`)"
+            "(read it with `gitmail show ID`, then `gitmail done ID`)"
         )
     return lines or ["no pending mail"]
 

@@ -79,7 +79,7 @@ def test_a_repository_may_choose_its_name(api: Path, worktree: Path, box: Store)
     assert found is not None and (found.name, found.named_by) == ("api-server", "gitmail.name")
     mailbox.send(box, sender="web", to="api-server", subject="for the chosen name")
     assert "for the chosen name" in Session(worktree, "s1")("session-start")
-    assert '"api-server" (chosen with git config gitmail.name name)' in run_gitmail("doctor", cwd=worktree).stdout
+    assert '"api-server" (chosen with git config gitmail.name)' in run_gitmail("doctor", cwd=worktree).stdout
 
 
 def test_mail_for_a_repo_reaches_the_sessions_of_every_worktree(api: Path, worktree: Path, box: Store) -> None:

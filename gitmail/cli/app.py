@@ -59,7 +59,9 @@ IdArgument = Annotated[str, typer.Argument(metavar="ID", help="A message id (any
 
 @app.command()
 def send(
-    to: Annotated[str | None, typer.Option("--to", help="The repo to send to (its folder name).")] = None,
+    to: Annotated[
+        str | None, typer.Option("--to", help="The repo to send to, or one session of it: REPO#HANDLE.")
+    ] = None,
     subject: Annotated[str | None, typer.Option("--subject", "-s", help="One line saying what it is about.")] = None,
     message: Annotated[
         str | None, typer.Option("--message", "-m", help="The body (default: read from standard input).")

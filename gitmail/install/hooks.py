@@ -54,7 +54,10 @@ BACKUP = ".gitmail-backup"  # the file as it was before gitmail first changed it
 SILENT_SKIP = "Codex skips an untrusted hook without a word, in `codex exec` too"
 HOW_TO_TRUST = "open /hooks in Codex and trust gitmail's hooks"
 TRUST_PREVIEW = "would trust gitmail's hooks for Codex, as its /hooks review does (--no-trust leaves that to you)"
-NO_WAKE = "Codex cannot wake a session that waits for its user: mail that arrives meanwhile comes with the next prompt"
+NO_WAKE = (
+    "Codex has no hook for a session that waits for its user: gitmail wakes one by queueing it a turn with the Codex "
+    "that runs it (`codex queue`), which needs its window open; `gitmail doctor` says which sessions can be woken"
+)
 
 
 def _hook_name(moment: str) -> str:

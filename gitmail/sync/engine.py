@@ -10,7 +10,7 @@ Sync fetches and pushes outside the mailbox lock, under a sync lock of its own (
 sends and session starts are never held up by a slow network. It fetches and pushes in a small repository that
 shares the mailbox's object store (`_network_repository`). What the remote held when last fetched or pushed is
 kept in refs/gitmail-remotes/<remote>/… there and in the mailbox, and what the last sync left in
-gitmail/sync/<remote>.json (synccheck.py).
+gitmail/sync/<remote>.json (quick.py).
 """
 
 from __future__ import annotations

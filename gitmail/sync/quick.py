@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # timestamps are whole seconds (or two), and on one whose timestamps are finer (a clock tick is 1 to 10 ms).
 RACY_SECONDS = 2.0
 FINE_RACY_SECONDS = 0.1
+SETTLE_SECONDS = 0.1  # the longest a sync that has just written refs waits for them to settle
 REMOTE_ROOT = "refs/gitmail-sync/"  # on a remote (see remotes.py)
 # The refs sync reads and writes below REMOTE_ROOT, and the only ones it lists or fetches: whatever else a remote
 # holds there is never brought here.
@@ -123,7 +124,7 @@ def fingerprint(mailbox: str | os.PathLike[str], *, settle: bool = False) -> str
     parts, newest, coarse = _look(os.fspath(mailbox))
     window = RACY_SECONDS if coarse else FINE_RACY_SECONDS
     wait = newest + window - time.time()
-    if settle and 0 < wait <= FINE_RACY_SECONDS:
+    if settle and 0 < wait <= SETTLE_SECONDS:
         time.sleep(wait)
         parts, newest, coarse = _look(os.fspath(mailbox))
     if time.time() - newest < window:
