@@ -44,7 +44,6 @@ from gitmail.values.address import Address
 from gitmail.values.machine import Machine
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
-from gitmail.values.verdict import Key
 from gitmail.workspace import Actor, Session, toplevel
 
 if TYPE_CHECKING:
@@ -54,6 +53,7 @@ if TYPE_CHECKING:
     from gitmail.sync.remotes import Remote, SyncError
     from gitmail.values.attachments import Attachment
     from gitmail.values.outgoing import Outgoing
+    from gitmail.values.verdict import Key
 
 __all__ = ["open_mailbox"]  # the entry point of the API, re-exported
 

@@ -50,7 +50,6 @@ from gitmail.values.message import (
 )
 from gitmail.values.names import UNSAFE_TEXT, RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
-from gitmail.values.verdict import Verdict
 
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
@@ -58,6 +57,7 @@ if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store.writer import Writer
     from gitmail.values.attachments import Attachment
     from gitmail.values.outgoing import Outgoing
+    from gitmail.values.verdict import Verdict
 
 
 class Entry(NamedTuple):
@@ -150,6 +150,7 @@ def send(
     message = message._replace(
         from_session=from_session, to_session=to_session, to_handle=to_handle, urgency=levels.parse(urgency)
     )
+    _fits(message, attachments)
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
@@ -178,6 +179,7 @@ def broadcast(
     message = _compose(sender=sender, to=BROADCAST, subject=subject, body=body, when=when)
     message = message._replace(from_session=from_session, urgency=levels.parse(urgency))
     active = state_prefix(State.BROADCAST)
+    _fits(message, attachments)
     for attempt in attempts():
         with attempt, _writing(store, actor=message.sender) as writer:
             message = _unique(writer.target, message, active)
@@ -230,6 +232,7 @@ def reply(
     message = message._replace(
         from_session=from_session, to_session=to_session, to_handle=handle, urgency=levels.parse(urgency)
     )
+    _fits(message, attachments)
     for attempt in attempts():
         with attempt, _writing(store, actor=me) as writer:
             message = _unique(writer.target, message, inbox_prefix(recipient))
@@ -300,6 +303,33 @@ def _compose(
         date=when or now(),
         reply_to=reply_to,
     )
+
+
+_SIGNATURE_ROOM = 512  # bytes a commit's gpgsig header takes (an Ed25519 SSH signature: ~330)
+
+
+def _fits(message: Message, attachments: Sequence[Outgoing]) -> None:
+    """A message with attachments stays within what gitmail reads of one (MAX_DOCUMENT_BYTES), its document and
+    its commit alike: the record of its attachments is counted, as the largest machine field and the commit's own
+    lines (its signature too) would make it, before anything is written."""
+    if not attachments:
+        return
+    from gitmail.store.objects import ident
+    from gitmail.values.machine import Machine
+
+    probe = message._replace(
+        attachments=tuple(item.stored("0" * 40) for item in attachments), machine=Machine("m" * 64, "0" * 10)
+    )
+    heads = 2 * len(f"committer {ident(message.sender, message.date)}\n".encode()) + len("tree \nparent \n") + 80
+    heads += _SIGNATURE_ROOM
+    size = max(len(probe.document()), len(probe.commit_message().encode()) + heads)
+    if size > MAX_DOCUMENT_BYTES:
+        body = len(message.body.encode())
+        raise UsageError(
+            f"the body ({body:,} bytes) and the record of {len(attachments)} attachment"
+            f"{'s' if len(attachments) != 1 else ''} come to {size:,} bytes; a message takes at most "
+            f"{MAX_DOCUMENT_BYTES:,} (shorten the body by {size - MAX_DOCUMENT_BYTES:,} bytes, or attach fewer files)"
+        )
 
 
 def _unique(target: Callable[[str], str | None], message: Message, prefix: str) -> Message:

@@ -22,11 +22,11 @@ from gitmail.values import urgency as levels
 from gitmail.values.machine import Machine
 from gitmail.values.message import Message
 from gitmail.values.names import UNSAFE_TEXT
-from gitmail.values.verdict import NEW, PINNED, REVOKED, TRUSTED, Key, Verdict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gitmail.store.keys import Survey
+    from gitmail.values.verdict import Key, Verdict
 
 # Hosts cap injected text, each in its own unit: Claude Code at 10,000 UTF-16 code units (past it the whole text
 # becomes a file path and a preview), Codex at 2,500 "tokens" counted as UTF-8 bytes / 4 (past it the middle is
@@ -518,6 +518,8 @@ def own_key(survey: Survey) -> str:
 
 
 def _key_state(key: Key) -> str:
+    from gitmail.values.verdict import NEW, PINNED, REVOKED, TRUSTED
+
     since = key.at[:10]
     return {
         PINNED: f"pinned on first sight {since}",

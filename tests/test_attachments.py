@@ -465,3 +465,25 @@ def test_the_quick_path_reads_attach_and_patch_as_typer_does() -> None:
     assert quick.parse(spec, "send", ["--patch", "--to", "web", "-s", "x"])["patch"] == ""  # type: ignore[index]
     assert quick.parse(spec, "send", [*base, "--patch=main..topic"])["patch"] == "main..topic"  # type: ignore[index]
     assert quick.parse(spec, "send", base)["attach"] == [] == quick.DEFAULTS["send"]["attach"]  # type: ignore[index]
+
+
+def test_a_message_with_attachments_stays_within_what_gitmail_reads_of_one(box: Store, api: Path) -> None:
+    """The record of the attachments counts against the size gitmail reads of a message (and sync takes of one
+    that arrives): a full body with a file is sent and read back whole; with many long-named files it is refused
+    before anything is written, saying by how much it is over."""
+    from gitmail.values.message import MAX_BODY_BYTES, MAX_DOCUMENT_BYTES
+
+    (api / "a.txt").write_text("a")
+    full = "x" * MAX_BODY_BYTES
+    sent = send(box, api, "a.txt", body=full)
+    for spec in (sent.entry.oid, f"{sent.entry.oid}:message.md"):
+        assert int(git(box, "cat-file", "-s", spec)) <= MAX_DOCUMENT_BYTES
+    assert mailbox.show(box, sent.entry.message.id).message.body == full
+    assert [e.message.id for e in mailbox.pending(box, repo="web").directed] == [sent.entry.message.id]
+    before = mailbox_snapshot(box.path)
+    names = [f"{'n' * 190}{number:02d}.txt" for number in range(20)]
+    for name in names:
+        (api / name).write_text("n")
+    with pytest.raises(UsageError, match=r"^the body \(65,536 bytes\) and the record of 20 attachments come to "):
+        send(box, api, *names, body=full)
+    assert mailbox_snapshot(box.path) == before

@@ -26,6 +26,7 @@ URL_FORMS = ("path", "file", "symlink", "file-symlink")
 @pytest.fixture(autouse=True)
 def no_racy_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(synccheck, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(synccheck, "FINE_RACY_SECONDS", 0.0)
 
 
 def victim(tmp_path: Path, url: str | None = None, *, auto: bool = False) -> Store:

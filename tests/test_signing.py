@@ -36,6 +36,7 @@ from tests.syncing import machine as make_machine
 @pytest.fixture(autouse=True)
 def no_racy_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(synccheck, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(synccheck, "FINE_RACY_SECONDS", 0.0)
 
 
 @pytest.fixture
@@ -554,10 +555,10 @@ def test_mail_forged_on_the_remote_is_unverified_everywhere_and_in_the_session_f
                 "an outsider": f'signed with {outsider.fingerprint}, which is not a key of machine "laptop"',
                 "server for laptop": 'signed by the key of machine "server", not of machine "laptop"',
             },
-            a: {  # on laptop itself, mail that claims laptop but came by sync names no machine it could trust
+            a: {  # on laptop itself, mail that claims laptop but came by sync: no other machine vouches
                 "unsigned": "not signed",
-                "an outsider": "signed, but it names no machine",
-                "server for laptop": "signed, but it names no machine",
+                "an outsider": "signed, but it names no other machine",
+                "server for laptop": "signed, but it names no other machine",
             },
         }
         for store in trio:

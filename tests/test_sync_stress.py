@@ -121,6 +121,7 @@ def check(boxes: Sequence[Store], remote: Path, told: Sequence[Sequence[str]]) -
 @pytest.fixture(autouse=True)
 def settled_quickly(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(synccheck, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(synccheck, "FINE_RACY_SECONDS", 0.0)
     yield
 
 

@@ -26,17 +26,18 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitmail.errors import MailboxError, UsageError
-from gitmail.store import machines, pins, signatures
+from gitmail.store import machines, pins
 from gitmail.store.files import read_text, write_atomically
 from gitmail.store.repository import Store
 from gitmail.values import sshsig
 from gitmail.values.ids import ID_PATTERN
 from gitmail.values.machine import NAME_PATTERN, Machine
-from gitmail.values.verdict import ACCEPTED, GOOD, NEW, PINNED, REVOKED, TRUSTED, Key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hashlib import sha1 as _sha1
+
+    from gitmail.values.verdict import Key
 else:
     try:  # CPython's own SHA-1: hashlib would load OpenSSL
         from _sha1 import sha1 as _sha1
@@ -47,6 +48,8 @@ SETTING = "signingKey"  # gitmail.signingKey: the user's own SSH key to sign wit
 FOLDER = pins.FOLDER
 PUBLISHED = "published"  # "<fingerprint> <machine name> <machine id>" of the publication last written
 KEYS_NOTES = "refs/notes/gitmail-keys"
+MAX_NOTE_BYTES = 64 * 1024  # a machine's publications: a few lines; a larger note is not read
+MAX_PUBLICATIONS = 1000  # publications checked at most, all machines together
 
 
 class SigningKeyError(MailboxError):
@@ -333,6 +336,9 @@ def parse_publication(line: str) -> Published | None:
         armored = sshsig.armor(sshsig.unb64(signature))
     except ValueError:
         return None
+    from gitmail.store import signatures  # where publications are read, not at every write
+    from gitmail.values.verdict import GOOD
+
     fact = signatures.check(said.encode(), armored, sshsig.KEYS)
     if fact.kind != GOOD or fact.key != sshsig.fingerprint(public):
         return None
@@ -345,12 +351,12 @@ def publications(store: Store) -> list[Published]:
         return []
     listed = store.git("ls-tree", "-r", "-z", KEYS_NOTES).decode(errors="replace")
     blobs = [entry.partition("\t")[0].split()[2] for entry in listed.split("\0") if entry]
-    found = []
-    for data in store.read(blobs):
-        for line in (data or b"").decode(errors="replace").splitlines():
-            published = parse_publication(line)
-            if published is not None:
-                found.append(published)
+    found: list[Published] = []
+    lines = [line for data in store.read(blobs, limit=MAX_NOTE_BYTES) for line in (data or b"").splitlines()]
+    for line in lines[:MAX_PUBLICATIONS]:  # what a remote could pile up here is not all checked
+        published = parse_publication(line.decode(errors="replace"))
+        if published is not None:
+            found.append(published)
     return found
 
 
@@ -375,6 +381,8 @@ def remember_published(store: Store, key: Signer, machine: Machine) -> None:
 def learn(store: Store) -> list[Key]:
     """Take in the keys published since last time (the caller holds the mailbox lock): a machine seen for the
     first time with one key has it pinned; any other key is recorded as new, not accepted. The keys added."""
+    from gitmail.values.verdict import NEW, PINNED, Key
+
     tip = store.targets([KEYS_NOTES]).get(KEYS_NOTES)
     learned, keys = pins.load(store)
     if tip is None or tip == learned:
@@ -400,6 +408,8 @@ def learn(store: Store) -> list[Key]:
 
 def trust(store: Store, machine: str, fingerprint: str) -> Key:
     """Accept this key for this machine (its id or name), whatever was decided before: the user compared it."""
+    from gitmail.values.verdict import TRUSTED
+
     wanted = fingerprint if fingerprint.startswith("SHA256:") else f"SHA256:{fingerprint}"
     with store.locked():
         learn(store)
@@ -417,6 +427,8 @@ def trust(store: Store, machine: str, fingerprint: str) -> Key:
 def revoke(store: Store, machine: str) -> list[Key]:
     """Stop accepting every key of this machine (its id or name); its mail reads UNVERIFIED until a key of it is
     trusted again. The keys revoked."""
+    from gitmail.values.verdict import REVOKED
+
     with store.locked():
         learn(store)
         learned, keys = pins.load(store)
@@ -450,6 +462,8 @@ def _now() -> str:
 def allowed_signers(store: Store) -> str:
     """git's allowed_signers format: this machine's key and every key accepted for another machine, each for the
     principal `<machine name>@<machine id>`, namespace "git"."""
+    from gitmail.values.verdict import ACCEPTED
+
     lines = ["# gitmail's signing keys: git -c gpg.ssh.allowedSignersFile=FILE log --show-signature --glob=gitmail"]
     own = signer(store, create=False)
     if own is not None:

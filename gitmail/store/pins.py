@@ -12,7 +12,10 @@ from collections.abc import Sequence
 from gitmail.store import stamps
 from gitmail.store.files import read_text, write_atomically
 from gitmail.store.repository import Store
-from gitmail.values.verdict import Key, Keys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitmail.values.verdict import Key, Keys
 
 FOLDER = "keys"  # gitmail/keys/: this machine's own key, what it published, and these pins
 FILE = "pins.json"
@@ -20,11 +23,15 @@ FILE = "pins.json"
 
 def known(store: Store) -> Keys:
     """The keys of other machines this machine knows, and what it makes of each."""
+    from gitmail.values.verdict import Keys
+
     return Keys(load(store)[1])
 
 
 def load(store: Store) -> tuple[str | None, list[Key]]:
     """(the refs/notes/gitmail-keys commit last taken in, the keys); a damaged file reads as empty (doctor says so)."""
+    from gitmail.values.verdict import Key
+
     text = read_text(store.own_dir / FOLDER / FILE)
     try:
         data = json.loads(text) if text else {}

@@ -19,10 +19,11 @@ from pathlib import Path
 from gitmail.store import pins
 from gitmail.store.repository import Store
 from gitmail.values.layout import Located
-from gitmail.values.message import Message
+from gitmail.values.message import MAX_DOCUMENT_BYTES, Message
 from gitmail.values.verdict import BAD, GOOD, UNCHECKED, UNSIGNED, Fact, Verdict, judge
 
 FOLDER = "signatures"
+MAX_COMMIT_BYTES = MAX_DOCUMENT_BYTES + 8 * 1024  # a message's commit: its text, headers and signature; no more is read
 
 
 def verdicts(store: Store, found: Sequence[tuple[Located, Message]]) -> list[Verdict]:
@@ -115,7 +116,8 @@ def facts(store: Store, oids: Iterable[str]) -> dict[str, Fact]:
     found = kept(store, wanted)
     missing = [oid for oid in wanted if oid not in found]
     if missing:
-        new = {oid: check_commit(raw) for oid, raw in zip(missing, store.read(missing), strict=True) if raw}
+        read = store.read(missing, limit=MAX_COMMIT_BYTES)  # a larger one is no message of gitmail's: not read
+        new = {oid: check_commit(raw) for oid, raw in zip(missing, read, strict=True) if raw}
         keep(store, new)
         found.update(new)
     return found

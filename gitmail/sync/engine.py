@@ -230,14 +230,18 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 attempts=attempt,
             )
             if not plan.updates:
-                record = Record(remote.url, tips, fingerprint(store.path), record.last_attempt, time.time())
+                record = Record(
+                    remote.url, tips, fingerprint(store.path, settle=True), record.last_attempt, time.time()
+                )
                 return outcome
             if _push(store, remote, plan.updates, lock_fd):
                 _record_pushed(store, remote.name, plan.updates)
                 outcome = outcome._replace(sent=outcome.sent + plan.sent, moved_there=outcome.moved_there + plan.moved)
                 outcome = outcome._replace(notes=outcome.notes + plan.notes)
                 tips = _tracking(store, remote.name)
-                record = Record(remote.url, tips, fingerprint(store.path), record.last_attempt, time.time())
+                record = Record(
+                    remote.url, tips, fingerprint(store.path, settle=True), record.last_attempt, time.time()
+                )
                 return outcome
             time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + _jitter()))
         raise SyncError(

@@ -22,7 +22,10 @@ TYPE_CHECKING = False  # typing's own costs an import; only annotations need the
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-RACY_SECONDS = 2.0  # a ref file changed this recently may change again within the same timestamp
+# A ref file changed this recently may change again within the same timestamp, unseen: on a file system whose
+# timestamps are whole seconds (or two), and on one whose timestamps are finer (a clock tick is 1 to 10 ms).
+RACY_SECONDS = 2.0
+FINE_RACY_SECONDS = 0.1
 REMOTE_ROOT = "refs/gitmail-sync/"  # on a remote (see remotes.py)
 # The refs sync reads and writes below REMOTE_ROOT, and the only ones it lists or fetches: whatever else a remote
 # holds there is never brought here.
@@ -111,19 +114,33 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def fingerprint(mailbox: str | os.PathLike[str]) -> str | None:
+def fingerprint(mailbox: str | os.PathLike[str], *, settle: bool = False) -> str | None:
     """What the files that hold the mailbox's message and notes refs look like: packed-refs (git rewrites it
     whole, under a new inode) and every directory of loose refs (creating, replacing or deleting a ref file
-    changes its directory's modification time). None when something changed within RACY_SECONDS: a second change
-    inside the same timestamp would go unseen."""
-    root = os.fspath(mailbox)
-    now = time.time()
+    changes its directory's modification time). None when something changed within the racy window: a second
+    change inside the same timestamp would go unseen. With `settle` (a sync that has just written refs), a short
+    window is waited out once, so that the next sync that finds nothing new can say so from the fingerprint."""
+    parts, newest, coarse = _look(os.fspath(mailbox))
+    window = RACY_SECONDS if coarse else FINE_RACY_SECONDS
+    wait = newest + window - time.time()
+    if settle and 0 < wait <= FINE_RACY_SECONDS:
+        time.sleep(wait)
+        parts, newest, coarse = _look(os.fspath(mailbox))
+    if time.time() - newest < window:
+        return None
+    return "\n".join(sorted(parts))
+
+
+def _look(root: str) -> tuple[list[str], float, bool]:
+    """The fingerprint's parts, the newest modification time among them, and whether every timestamp seen was a
+    whole second (a coarse file system: FAT's are two seconds apart, HFS+'s one)."""
     newest = 0.0
+    coarse = True
     parts: list[str] = []
     try:
         info = os.stat(os.path.join(root, "packed-refs"))
         parts.append(f"packed-refs {info.st_ino} {info.st_size} {info.st_mtime_ns}")
-        newest = info.st_mtime
+        newest, coarse = info.st_mtime, info.st_mtime_ns % 1_000_000_000 == 0
     except FileNotFoundError:
         parts.append("packed-refs -")
     pending = [os.path.join(root, "refs", "gitmail"), os.path.join(root, "refs", "notes")]
@@ -139,9 +156,8 @@ def fingerprint(mailbox: str | os.PathLike[str]) -> str | None:
             continue
         parts.append(f"{name} {info.st_ino} {info.st_mtime_ns}")
         newest = max(newest, info.st_mtime)
-    if now - newest < RACY_SECONDS:
-        return None
-    return "\n".join(sorted(parts))
+        coarse = coarse and info.st_mtime_ns % 1_000_000_000 == 0
+    return parts, newest, coarse
 
 
 def advertised(mailbox: str | os.PathLike[str], url: str, pass_fds: Sequence[int] = ()) -> gitcmd.NetworkResult:

@@ -56,6 +56,8 @@ CARRIER_PARENTS = 256  # message commits per carrier commit (a state commit reac
 ATTACHMENTS_WITHIN_REACH = 2000  # attachment blobs a state keeps as already sent (see _attachments)
 ATTACHMENTS_LOOK_BACK = 16  # states looked through for the attachments commit to build on
 ATTACHMENTS_TEXT = "gitmail sync: attachments the other side has\n"
+_COMMIT_LIMIT = 64 * 1024  # bytes a state, carrier or attachments commit is read to (a remote's may be anything)
+_TREE_LIMIT = 4 * 1024 * 1024  # bytes an attachments folder is read to (2,000 entries take ~130 KB)
 IMPORT_CHUNK = 1000  # ref changes per transaction when many messages arrive at once
 PACK_AFTER = 1000  # refs imported in one sync after which the refs are packed
 SYNC_ACTOR = RepoName("gitmail-sync")  # the "who" in the reflog of refs sync moves
@@ -321,7 +323,7 @@ def _apply(
     seen.oversized[:] = oversized
     # Each arriving commit's signature is checked once, here, and what it showed is kept: readers (a session
     # start among them) find it without checking again.
-    signatures.facts(store, [p.oid for p in seen.arrivals])
+    signatures.facts(store, [p.oid for p in seen.arrivals if p.id in arrived])
     # Recorded before their refs exist: a message that arrived is never taken for one written here.
     machine.remember_arrivals(store, [i for i, m in arrived.items() if m.machine is None or m.machine.id == here.id])
     changes = [[Change(p.ref, p.oid, None)] for p in seen.arrivals if p.id in arrived]
@@ -598,12 +600,12 @@ def _attachments(store: Store, state: str | None, additions: Sequence[Located], 
     on. None when no message has ever had attachments."""
     from gitmail.values.attachments import FOLDER
 
-    found = store.read([f"{p.oid}:{FOLDER}" for p in additions]) if additions else []
+    found = store.read([f"{p.oid}:{FOLDER}" for p in additions], limit=_TREE_LIMIT) if additions else []
     new = [oid for tree in found if tree is not None for oid in _blob_ids(tree)]
     previous = _attachments_before(store, state, look_back=bool(new))
     if previous is None and not new:
         return None
-    held = _blob_ids(store.read([f"{previous}:{FOLDER}"])[0] or b"") if previous is not None else []
+    held = _blob_ids(store.read([f"{previous}:{FOLDER}"], limit=_TREE_LIMIT)[0] or b"") if previous else []
     if previous is not None and set(new) <= set(held):
         return previous
     kept = list(dict.fromkeys([*reversed(new), *held]))[:ATTACHMENTS_WITHIN_REACH]  # the newest first
@@ -619,13 +621,13 @@ def _attachments_before(store: Store, state: str | None, *, look_back: bool) -> 
     states has (a state made by a gitmail without them has none)."""
     if state is None:
         return None
-    commit = store.read([state])[0] or b""
+    commit = store.read([state], limit=_COMMIT_LIMIT)[0] or b""
     header = commit.split(b"\n\n", 1)[0].split(b"\n")
     candidates = [line[7:].decode() for line in header if line.startswith(b"parent ")][1:]
-    if look_back and not any(_is_attachments(parent) for parent in store.read(candidates)):
+    if look_back and not any(_is_attachments(parent) for parent in store.read(candidates, limit=_COMMIT_LIMIT)):
         out = store.git("log", "--first-parent", f"--max-count={ATTACHMENTS_LOOK_BACK}", "--format=%P", state)
         candidates = [parent for line in out.decode().splitlines() for parent in line.split()[1:]]
-    for parent, data in zip(candidates, store.read(candidates), strict=True):
+    for parent, data in zip(candidates, store.read(candidates, limit=_COMMIT_LIMIT), strict=True):
         if _is_attachments(data):
             return parent
     return None

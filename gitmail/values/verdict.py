@@ -127,7 +127,7 @@ def judge(fact: Fact | None, *, found_id: str, found_to: str | None, message: Me
         )
     claimed = message.machine
     if claimed is None or not claimed.id:
-        return Verdict(False, "signed, but it names no machine", key=fact.key)
+        return Verdict(False, "signed, but it names no other machine", key=fact.key)
     name = f'"{claimed.name}"' if claimed.name else claimed.id
     mine = [k for k in keys.of(claimed.id) if k.fingerprint == fact.key]
     if mine and mine[0].state in ACCEPTED:
