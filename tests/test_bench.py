@@ -46,6 +46,17 @@ QUIET_SYNC_ROWS = {
 }
 NEW_MAIL_SYNC_ROWS = {"gitmail sync pushing 10 new (git daemon)", "gitmail sync receiving 10 new (git daemon)"}
 ONE_REF_PER_MESSAGE = "git fetch, nothing new, one ref per message (git daemon)"
+FROM_AFAR = "signing: session start, 20 pending from another machine"
+SIGNING_ROWS = {
+    "signing: python3 -c pass",
+    "signing: send, signed",
+    "signing: send, signing off in-process",
+    f"{FROM_AFAR}, verdicts kept (every later start)",
+    f"{FROM_AFAR}, first check (kept facts emptied)",
+    f"{FROM_AFAR}, checks off in-process",
+    "signing: sync receiving 10 new, signed (path)",
+    "signing: sync receiving 10 new, sent unsigned (path)",
+}
 WHOLE_MAILBOX = "gitmail sync pushing the whole mailbox (git daemon)"
 
 
@@ -65,7 +76,7 @@ def test_quick_benchmark_reports_every_row() -> None:
     sync_rows = QUIET_SYNC_ROWS | NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE, WHOLE_MAILBOX}
     assert {
         row["name"] for row in rows
-    } == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | PEER_ROWS | SESSION_ROWS | sync_rows
+    } == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | PEER_ROWS | SESSION_ROWS | sync_rows | SIGNING_ROWS
     assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
     sizes = report["settings"]["sizes"]
     assert sizes == [0, 1000]
@@ -89,6 +100,14 @@ def test_quick_benchmark_reports_every_row() -> None:
     sessions = {row["name"]: row for row in rows if row["name"] in SESSION_ROWS}
     assert "× send to a repo;" in sessions["sessions: send to a session"]["note"]
     assert "× inbox --peek (20 pending);" in sessions["sessions: gitmail sessions (50 sessions, 20 repos)"]["note"]
+
+    signing = {row["name"]: row for row in rows if row["name"] in SIGNING_ROWS}
+    assert all(row["archived"] is None for row in signing.values())
+    assert "× send, signing off in-process (min" in signing["signing: send, signed"]["note"]
+    for name in (f"{FROM_AFAR}, verdicts kept (every later start)", f"{FROM_AFAR}, first check (kept facts emptied)"):
+        assert "× session start, 20 pending from another machine, checks off in-process (min" in signing[name]["note"]
+    synced = signing["signing: sync receiving 10 new, signed (path)"]
+    assert "× sync receiving 10 new, sent unsigned (path)" in synced["note"]
 
     for name in QUIET_SYNC_ROWS | {WHOLE_MAILBOX}:
         assert sorted(row["archived"] for row in rows if row["name"] == name) == sizes, name
