@@ -32,6 +32,7 @@ from gitmail.mcp import server as mcpserver
 from gitmail.store.repository import Store
 from gitmail.values.names import RepoName
 from tests.conftest import CliRunner, RepoFactory, mailbox_snapshot, run_gitmail
+from tests.hooked import Session
 
 # Roots and resources/subscribe are what today's clients use, though deprecated for the 2026 protocol.
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -256,6 +257,26 @@ def test_every_tool_end_to_end(api: Path, web: Path, tmp_path: Path, box: Store)
             cast_id = [e.message.id for e in mailbox.log(box, repo="api") if e.message.is_broadcast][0]
             assert "retracted" in ok(await call(as_api, "retract", id=cast_id))
             assert "already retracted" in ok(await call(as_api, "retract", id=cast_id))
+
+    anyio.run(scenario)
+
+
+def test_log_narrows_to_one_session_of_the_repo(api: Path, web: Path, box: Store) -> None:
+    box.create()  # sessions are recorded in the mailbox's own folder
+    builder, other = Session(api, "11111111-aaaa"), Session(api, "22222222-bbbb")
+    builder("session-start")
+    other("session-start")
+    assert builder.gitmail("session", "--name", "builder").returncode == 0
+    for to, subject in (("api#builder", "for builder"), ("api#2222", "for the other"), ("api", "for both")):
+        assert run_gitmail("send", "--to", to, "-s", subject, "-m", "x", cwd=web).returncode == 0
+
+    async def scenario() -> None:
+        async with connect(api) as as_api:
+            logged = await call(as_api, "log", session="builder")
+            assert logged.structured_content is not None
+            assert [m["subject"] for m in logged.structured_content["messages"]] == ["for builder"]
+            assert ok(logged).startswith('gitmail: mail of "api#builder" (')
+            assert "session is one session of a repo" in refused(await call(as_api, "log", session="b", everyone=True))
 
     anyio.run(scenario)
 

@@ -154,20 +154,27 @@ def log(
     grep: Annotated[str | None, Doc("Only messages containing this text (any case)")] = None,
     thread: Annotated[str | None, Doc("Message id, or a unique prefix")] = None,
     everyone: Annotated[bool, Doc("Every repo's mail")] = False,
+    session: Annotated[str | None, Doc("Only mail to or from this session of the repo (its handle)")] = None,
     repo: Repo = None,
 ) -> Answer:
-    """Mail history, newest first, with states: the repo's mail (to it, from it, broadcasts), every repo's
-    (everyone), or one conversation oldest first (thread)."""
+    """Mail history, newest first, with states: the repo's mail (to it, from it, broadcasts), one session's
+    (session), every repo's (everyone), or one conversation oldest first (thread)."""
     if everyone and repo is not None:
         raise UsageError("give repo or everyone, not both")
     who = call.who
-    entries = actions.log(call.box, repo=who.repo if who is not None else None, limit=limit, grep=grep, thread=thread)
+    if session is not None and (who is None or thread is not None):
+        raise UsageError("session is one session of a repo: give it without everyone or thread")
+    entries = actions.log(
+        call.box, repo=who.repo if who is not None else None, limit=limit, grep=grep, thread=thread, handle=session
+    )
     scope = (
         f"the thread of {thread}"
         if thread
         else "every repo"
         if who is None
         else f"{render.quote(who.repo)} ({who.source})"
+        if session is None
+        else f"{render.quote(who.repo + '#' + session)} ({who.source})"
     )
     lines = [f"gitmail: mail of {scope}, {render.count(len(entries), 'message')}:"]
     lines += [render.log_line(entry) for entry in entries]
