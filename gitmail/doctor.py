@@ -748,11 +748,7 @@ def _inventory(store: Store) -> Inventory:
     """Every ref and whether what it points at is here: one `git for-each-ref`, one `git cat-file --batch-check`
     (each message's commit, tree and document), a read of the documents sessions are handed (pending mail and
     active broadcasts), and a walk of each notes ref's history."""
-    try:
-        out = store.git("for-each-ref", "--format=%(objectname) %(refname)").decode(errors="replace")
-        listed = [(oid, ref) for oid, _, ref in (line.partition(" ") for line in out.splitlines())]
-    except gitcmd.GitFailed:  # git stops on a packed-refs line that is no ref (reported by `_broken_refs`)
-        listed = [(oid, ref) for ref, oid in sorted(refs.listing(store.path, "refs/").items())]
+    listed = [(oid, ref) for ref, oid in _refs(store.path, "refs/").items()]
     messages: list[Located] = []
     others: list[tuple[str, str]] = []
     set_aside: list[tuple[str, str]] = []
@@ -820,7 +816,7 @@ def _outside_layout(store: Store) -> list[Finding]:
     for repository in (store.path, network):
         if repository != store.path and not (repository / "HEAD").is_file():
             continue
-        for ref in _ref_names(repository, "refs/"):
+        for ref in _refs(repository, "refs/"):
             if ref in known or ref.startswith((DAMAGED, OVERSIZED)) or (repository == store.path and locate(ref, "")):
                 continue
             foreign.append(ref if repository == store.path else f"{ref} (in {network})")
@@ -843,19 +839,20 @@ def _outside_layout(store: Store) -> list[Finding]:
     ]
 
 
-def _ref_names(repository: Path, prefix: str) -> list[str]:
-    """The refs below `prefix`: as git lists them, or where git stops on a packed-refs line that is no ref
-    (reported by `_broken_refs`), as gitmail's own reader finds them."""
+def _refs(repository: Path, prefix: str) -> dict[str, str]:
+    """The refs below `prefix`, by name, with what each holds: as git lists them, or where git stops on a
+    packed-refs line that is no ref (reported by `_broken_refs`), as gitmail's own reader finds them."""
     try:
-        out = gitcmd.run(repository, "for-each-ref", "--format=%(refname)", prefix).decode(errors="replace")
+        out = gitcmd.run(repository, "for-each-ref", "--format=%(refname) %(objectname)", prefix)
     except gitcmd.GitFailed:
-        return sorted(refs.listing(repository, prefix))
-    return out.split()
+        return dict(sorted(refs.listing(repository, prefix).items()))
+    lines = out.decode(errors="replace").splitlines()
+    return {ref: oid for ref, _, oid in (line.partition(" ") for line in lines)}
 
 
 def _oversized(store: Store) -> list[Finding]:
     """Mail that arrived by sync larger than gitmail sends, which sync set aside unread."""
-    refs = _ref_names(store.path, OVERSIZED)
+    refs = list(_refs(store.path, OVERSIZED))
     if not refs:
         return []
     ids = [ref.rpartition("/")[2] for ref in refs]

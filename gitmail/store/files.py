@@ -41,6 +41,20 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, durable: bool
         sync_directory(target.parent)
 
 
+def append_durably(path: str | os.PathLike[str], text: str, *, where: str | os.PathLike[str]) -> None:
+    """Add `text` at the end of a journal file and sync it to disk before returning: a record written before the
+    change it announces, so that no crash leaves the change unrecorded. Raises Unwritable, naming `where`."""
+    if not text:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as error:
+        raise unwritable(where, error) from None
+
+
 def sync_directory(directory: str | os.PathLike[str]) -> None:
     """Make the names in a directory (a file just created or renamed there) survive power loss."""
     fd = os.open(directory, os.O_RDONLY)

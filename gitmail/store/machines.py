@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gitmail.errors import MailboxError, UsageError
-from gitmail.store.files import unwritable
+from gitmail.store.files import append_durably, unwritable
 from gitmail.store.repository import Store
 from gitmail.values.ids import ID_PATTERN, new_id
 from gitmail.values.machine import ELSEWHERE, Machine, name_problem
@@ -131,13 +131,4 @@ class Here:
 def remember_arrivals(store: Store, ids: Iterable[str]) -> None:
     """Record messages sync is about to bring that would otherwise pass for this machine's own. Written (and
     synced to disk) before their refs exist, so no crash can leave one unmarked."""
-    lines = "".join(f"{i}\n" for i in ids)
-    if not lines:
-        return
-    try:
-        with open(store.own_dir / ARRIVED_FILE, "a", encoding="utf-8") as handle:
-            handle.write(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except OSError as error:
-        raise unwritable(store.path, error) from None
+    append_durably(store.own_dir / ARRIVED_FILE, "".join(f"{i}\n" for i in ids), where=store.path)

@@ -7,11 +7,10 @@ move from going unseen. It stays on this machine; sync never sends it.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from gitmail.store.files import unwritable
+from gitmail.store.files import append_durably
 from gitmail.store.repository import Store
 from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import State
@@ -46,15 +45,7 @@ class Move(NamedTuple):
 def remember(store: Store, moves: Sequence[Move]) -> None:
     """Record these moves (synced to disk) before they are made: no crash leaves one unrecorded."""
     lines = "".join(json.dumps(m._asdict(), ensure_ascii=False, sort_keys=True) + "\n" for m in moves)
-    if not lines:
-        return
-    try:
-        with open(store.own_dir / FILE, "a", encoding="utf-8") as handle:
-            handle.write(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except OSError as error:
-        raise unwritable(store.path, error) from None
+    append_durably(store.own_dir / FILE, lines, where=store.path)
 
 
 def load(store: Store) -> dict[str, Move]:
