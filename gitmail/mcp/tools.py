@@ -26,6 +26,7 @@ from gitmail.errors import UsageError
 from gitmail.mailbox import Entry
 from gitmail.mcp.roots import Who, short
 from gitmail.store.repository import Store
+from gitmail.values.address import Address
 from gitmail.workspace import own_command
 
 MAX_LOG = 200  # entries one log call returns at most
@@ -172,9 +173,7 @@ def log(
         if thread
         else "every repo"
         if who is None
-        else f"{render.quote(who.repo)} ({who.source})"
-        if session is None
-        else f"{render.quote(who.repo + '#' + session)} ({who.source})"
+        else f"{render.quote(str(Address(who.repo, session)))} ({who.source})"
     )
     lines = [f"gitmail: mail of {scope}, {render.count(len(entries), 'message')}:"]
     lines += [render.log_line(entry) for entry in entries]
