@@ -438,12 +438,17 @@ def mcp(
     raise typer.Exit(mcpserver.main())
 
 
-remote_app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+def _group() -> typer.Typer:
+    """A command with subcommands of its own (`gitmail remote add`), which alone does what its callback says."""
+    return typer.Typer(
+        add_completion=False,
+        no_args_is_help=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+
+
+remote_app = _group()
 app.add_typer(remote_app, name="remote")
 
 
@@ -512,12 +517,7 @@ def remote_remove(name: Annotated[str, typer.Argument(help="The remote's name.")
     say(f"removed remote {name!r}")
 
 
-keys_app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+keys_app = _group()
 app.add_typer(keys_app, name="keys")
 
 
