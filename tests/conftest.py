@@ -173,3 +173,11 @@ def mailbox_snapshot(path: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file() and p.name != "lock"
     }
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`-n 2`), the real-host tests and the multi-process stress tests run one after another on
+    one worker: they time wakes and kill processes at random, and must not compete with each other for the cores."""
+    for item in items:
+        if item.get_closest_marker("hosts") or item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group("serial"))

@@ -32,13 +32,13 @@ class Disk:
     def fill(self) -> None:
         if self.limit:
             return  # the size limit applies to the commands run below
-        with open(self.mailbox.parent / "filler", "wb") as filler:
-            try:
+        try:
+            with open(self.mailbox.parent / "filler", "wb") as filler:
                 while True:
                     filler.write(b"\0" * 65536)
                     filler.flush()
-            except OSError:
-                pass
+        except OSError:  # full (a full tmpfs may refuse even the file's creation)
+            pass
         try:
             with open(self.mailbox.parent / "filler", "ab") as filler:  # the last bytes a buffer could not take
                 while True:
