@@ -973,7 +973,7 @@ def _repository(store: Store, here: Place | None, messages: Sequence[Located]) -
                 )
             )
         elif os.path.realpath(first) == os.path.realpath(here.home):
-            findings.append(Finding("repository", Level.OK, f"{facts}; the name's recorded path"))
+            findings.append(Finding("repository", Level.OK, f"{facts}; the name is recorded for this path"))
         elif not os.path.exists(first):
             findings.append(
                 Finding(
