@@ -156,7 +156,8 @@ def send(
                         f"{ended}; the message waits for it to resume, and goes to every session of "
                         f"{render.quote(address.repo)} if it has not within a week (send with --or-repo for them now)"
                     )
-            new_name = target is None and not mailbox.known(box, address.repo)
+            own = actor.here is not None and address.repo == actor.repo  # the repo sending is no unknown name
+            new_name = target is None and not own and not mailbox.known(box, address.repo)
             entry = mailbox.send(
                 box, sender=actor.repo, to=address.repo, subject=subject or "", body=body, when=when,
                 from_session=me, to_session=to_session, to_handle=address.handle if to_session else None,

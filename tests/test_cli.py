@@ -39,6 +39,11 @@ def test_send_prints_the_id_alone_and_confirms_on_stderr(cli: CliRunner, api: Pa
     assert "no repo named" not in second.err  # web has mail now: it is a known name
 
 
+def test_a_repo_writing_to_itself_is_not_told_its_name_is_new(cli: CliRunner, web: Path) -> None:
+    result = cli("send", "--to", "web", "-s", "a note to the other sessions here", cwd=web)
+    assert result.code == 0 and result.err == f'gitmail: sent {result.out.strip()} to "web"\n'
+
+
 def test_the_body_comes_from_standard_input(cli: CliRunner, api: Path) -> None:
     message_id = send(cli, api, "--to", "web", "-s", "piped", stdin=b"line 1\nline 2\n")
     assert mailbox.show(Store(), message_id).message.body == "line 1\nline 2\n"
