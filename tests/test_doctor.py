@@ -35,7 +35,7 @@ def healthy_lines(box: Store, web: Path, pending: int = 1, stored: int = 1) -> l
         f"ok        mailbox: {box.path}: a bare git repository gitmail made, files ref format, owned by you, mode 700",
         f"ok        messages: {stored} message{'s' if stored != 1 else ''} stored, every one readable",
         key_line(box),
-        f"ok        repository: \"web\" (its folder's name) at {web}, {pending} message{'s' if pending != 1 else ''} pending; the name is "
+        f'ok        repository: "web" (its folder\'s name) at {web}, {pending} message{"s" if pending != 1 else ""} pending; the name is '
         "recorded for this path",
     ]
 
@@ -100,7 +100,8 @@ def test_every_kind_of_damage_is_one_line_and_repair_fixes_it_deleting_nothing(
         "`git gc --prune=now` ran while it was being written); its notes read as none until the next write -- fix: "
         "gitmail doctor --repair mends it from what is left",
         key_line(box),
-        'ok        repository: "web" (its folder\'s name) at ' + f"{web}, 1 message pending; the name is recorded for this path",
+        'ok        repository: "web" (its folder\'s name) at '
+        + f"{web}, 1 message pending; the name is recorded for this path",
         "5 problems found.",
     ]
     assert git(box, "gc", "--quiet", check=False).returncode != 0  # git itself is stuck on the lost commit
