@@ -6,6 +6,10 @@ policy; the action layer; the adapters and wings; the command line, which routes
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -102,3 +106,31 @@ def test_the_walk_sees_imports_inside_functions_and_for_typing(tmp_path: Path) -
         "gitmail.actions",
         "gitmail.delivery",
     }
+
+
+def _normal(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def test_every_outside_package_imported_is_declared() -> None:
+    """What the package imports from outside the standard library comes from a distribution that pyproject.toml
+    declares, for the base install or an extra: nothing works only because another package happened to pull it in."""
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    requirements = [
+        *project["dependencies"],
+        *(r for extra in project["optional-dependencies"].values() for r in extra),
+    ]
+    declared = {_normal(re.match(r"[A-Za-z0-9._-]+", r)[0]) for r in requirements}  # type: ignore[index]
+    outside = set()
+    for path in modules().values():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                outside |= {alias.name.partition(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                outside.add(node.module.partition(".")[0])
+    outside -= {"gitmail", *sys.stdlib_module_names}
+    outside = {m for m in outside if not m.startswith("_")}  # the interpreter's private modules (_sha2 is 3.12's)
+    providers = importlib.metadata.packages_distributions()
+    assert {"pygit2", "typer", "mcp", "jinja2"} <= outside  # the walk sees them
+    undeclared = {m: providers.get(m, []) for m in outside if not {_normal(d) for d in providers.get(m, [])} & declared}
+    assert undeclared == {}, f"imported but not declared in pyproject.toml: {undeclared}"
