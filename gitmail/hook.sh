@@ -58,8 +58,10 @@ kept_answer() {
         esac
     done
     kept=$mailbox/gitmail/cache/$host-$name
-    key= record= claims=
-    read -r key 2>/dev/null <"$kept.key" || return 0
+    key= config= record= claims=
+    { read -r key && read -r config; } 2>/dev/null <"$kept.key" || [ -n "$key" ] || return 0
+    # The repository's config changed since (`git config gitmail.name` may have renamed it): Python answers.
+    [ -z "$config" ] || [ ! "$config" -nt "$kept.key" ] || return 0
     ref=${key%%:*}
     case $ref in '' | *[!A-Za-z0-9%_-]*) return 0 ;; esac
     read -r mine 2>/dev/null <"$mailbox/gitmail/stamps/$ref"

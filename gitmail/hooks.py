@@ -127,7 +127,9 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
             due = _due(store)
             key = startcache.key(store.path, shown.stamps, watch=watch)
             kept = {k: v for k, v in shown.record.items() if k in KEPT_RECORD}  # nothing of this session's own
-            startcache.keep(store.path, host, found.top, key=key, record=kept, answer=reply.stdout, due=due)
+            startcache.keep(
+                store.path, host, found.top, key=key, record=kept, answer=reply.stdout, due=due, config=found.config
+            )
         else:
             startcache.forget(store.path, host, found.top)
     return reply

@@ -31,6 +31,7 @@ class Place(NamedTuple):
     git_dir: Path  # this work tree's git directory
     name: str  # the mailbox name, as the folder or gitmail.name gives it (not yet checked)
     named_by: str  # "folder" or "gitmail.name"
+    config: Path  # the repository's own config file, where gitmail.name is set (shared by its worktrees)
 
     def branch(self) -> str | None:
         """The branch checked out here (None when detached or unreadable)."""
@@ -86,7 +87,7 @@ def place(start: str | os.PathLike[str]) -> Place | None:
     chosen = _chosen_name(common)
     if chosen:
         name, named_by = chosen, NAME_SETTING
-    return Place(top, home, top.name if linked else None, git_dir, name, named_by)
+    return Place(top, home, top.name if linked else None, git_dir, name, named_by, common / "config")
 
 
 def _chosen_name(common: Path) -> str | None:

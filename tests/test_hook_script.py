@@ -104,6 +104,20 @@ def test_any_change_to_what_a_start_shows_makes_python_answer_again(
     assert no_python.started()
 
 
+def test_a_repository_that_chooses_another_name_is_answered_under_it_by_the_next_start(
+    web: Path, box: Store, no_python: Recorder
+) -> None:
+    mailbox.send(box, sender="api", to="web", subject="for web")
+    hook("session-start", web, session="one")
+    hook("session-start", web, session="two", python=no_python)
+    assert not no_python.started()  # the answer is kept
+    time.sleep(0.01)  # the config's modification time comes after the kept key's
+    subprocess.run(["git", "config", "gitmail.name", "frontend"], cwd=web, check=True)
+    renamed = mailbox.send(box, sender="api", to="frontend", subject="for frontend")
+    assert renamed.message.id in hook("session-start", web, session="three")
+    assert renamed.message.id in hook("session-start", web, session="four")  # kept again, under the new name
+
+
 def test_a_start_that_hands_over_a_broadcast_is_not_kept(web: Path, box: Store, no_python: Recorder) -> None:
     cast = mailbox.broadcast(box, sender="api", subject="everyone")
     assert cast.message.id in hook("session-start", web, session="one")

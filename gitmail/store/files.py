@@ -66,9 +66,10 @@ def sync_directory(directory: str | os.PathLike[str]) -> None:
 
 def read_line(path: str | os.PathLike[str]) -> str:
     """The first line of a small file, stripped; "" when it is missing or unreadable (the files read this way are
-    hints, never the record)."""
+    hints, never the record). Read as the file system spells paths (UTF-8, any other byte kept), as hook.sh compares
+    them."""
     try:
-        with open(path, encoding="ascii", errors="replace") as handle:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
             return handle.readline().strip()
     except OSError:
         return ""
@@ -77,7 +78,7 @@ def read_line(path: str | os.PathLike[str]) -> str:
 def write_line(path: str | os.PathLike[str], line: str) -> None:
     """One line, rewritten in place (not renamed: a file watcher on it sees the change), for a reader of `read_line`
     or of hook.sh's `read -r`."""
-    with open(path, "w", encoding="ascii", errors="replace") as handle:
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as handle:
         handle.write(line + "\n")
 
 

@@ -13,7 +13,7 @@ Inside the mailbox's own folder (`gitmail/`):
 | sessions/<host>-<session>.turn | "busy" from a prompt or a tool call until the turn ends, else "idle" |
 | sessions/<host>-<session>.live | `pid ticks`: the host process and its start time (written at session start) |
 | sessions/<host>-<session>.json | the session's record (sessions.py); hook.sh copies a kept one in |
-| cache/<host>-<work tree>.key | `kept_key`: the key a kept session-start answer was made under |
+| cache/<host>-<work tree>.key | `kept_key`, the key a kept answer was made under; the repository's config file |
 | cache/<host>-<work tree>.record, .out | the session record and the answer to use when the key matches |
 | cache/<host>-<work tree>.due | when an automatic sync is due (its modification time) |
 

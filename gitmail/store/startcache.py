@@ -32,11 +32,14 @@ def keep(
     record: dict[str, Any],
     answer: dict[str, Any] | None,
     due: float | None = None,
+    config: Path | None = None,
 ) -> None:
     """Keep a settled session start's answer. The key goes last, so a reader that finds it finds the rest. With
     `due` (a remote syncs automatically), the answer is kept only until then: a `.due` file whose modification
     time is that moment, which hook.sh compares with the session record it has just written (`-nt`), and once it
-    has passed Python answers again and starts the background sync."""
+    has passed Python answers again and starts the background sync. `config`: the repository's config file, named
+    on the key's second line; once it is newer than the key (`git config gitmail.name` may have renamed the
+    repository), Python answers again."""
     tree = hookfiles.tree_name(str(top))
     if tree is None:
         return  # a path hook.sh cannot spell: every start there is answered by Python
@@ -52,7 +55,8 @@ def keep(
         text = json.dumps(answer, ensure_ascii=False) + "\n" if answer else ""
         write_atomically(files.answer, text.encode(), durable=False)
         write_atomically(files.record, (json.dumps(record, sort_keys=True) + "\n").encode(), durable=False)
-        write_atomically(files.key, (key + "\n").encode(), durable=False)
+        named = os.fsencode(config) + b"\n" if config is not None and b"\n" not in os.fsencode(config) else b""
+        write_atomically(files.key, (key + "\n").encode() + named, durable=False)
     except Exception:  # a cache that cannot be written costs only speed
         return
 
