@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -34,13 +35,13 @@ from gitmail import arrivals, delivery, mailbox, render, waking
 from gitmail.delivery import Delivery, Moment
 from gitmail.errors import GitmailError, UsageError
 from gitmail.mailbox import DoneResult, Entry, History, Pending
-from gitmail.store import sessions
+from gitmail.store import sessions, stamps
 from gitmail.store.claims import claim, load_claims
 from gitmail.store.lock import Deadline
 from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import WRITE_WAIT, Store
 from gitmail.values import urgency as levels
-from gitmail.values.address import Address
+from gitmail.values.address import HANDLE, Address
 from gitmail.values.machine import Machine
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
@@ -145,6 +146,10 @@ def send(
             if address.handle is not None and not name_problem(to) and mailbox.known(box, RepoName(to)):
                 address = Address(RepoName(to))  # a repo whose very name holds a '#' (its folder's) is that repo
             target = find_session(box, address) if address.handle else None
+            if target is not None and me is not None and target.info.key == me:
+                raise UsageError(
+                    f"{render.quote(target.address)} is this very session, and a session never gets its own mail"
+                )
             to_session = target.info.key if target is not None else None
             if target is not None and target.info.state == "ended":
                 ended = f"{render.quote(target.address)} ended {render.when_epoch(target.info.ended)}"
@@ -294,7 +299,7 @@ def session_of(box: Store, key: str | None) -> SessionView | None:
     """The session a message names ("claude:5b0e..."), when this machine knows it."""
     found = Session.from_key(key) if key else None
     info = sessions.info(box.path, found.host, found.id) if found is not None else None
-    return _view(box, info) if info is not None else None
+    return _repo_view(box, info) if info is not None else None
 
 
 def _view(
@@ -313,24 +318,54 @@ def _view(
     return SessionView(info, handle, worktree, branch, wakeable=waking.wakeable(box, info))
 
 
+def _answers(view: SessionView, handle: str) -> bool:
+    """Whether a handle names this session, as `find_session` reads handles."""
+    return handle in (view.info.name, view.worktree) or (len(handle) >= 4 and view.info.id.startswith(handle))
+
+
+def _addressable(views: Sequence[SessionView]) -> list[SessionView]:
+    """The sessions of one repo, each with a handle that `find_session` resolves to it alone: its name, else its
+    worktree's name, else the shortest start of its id (8 characters or more) no other session of the repo shares."""
+
+    def usable(handle: str, view: SessionView) -> bool:
+        matches = [v for v in views if _answers(v, handle)]
+        live = [v for v in matches if v.info.state != "ended"]
+        return HANDLE.fullmatch(handle) is not None and (live or matches) == [view]
+
+    def handle_of(view: SessionView) -> str:
+        named = [h for h in (view.info.name, view.worktree) if h]
+        starts = [view.info.id[:n] for n in range(min(8, len(view.info.id)), len(view.info.id) + 1)]
+        return next((h for h in [*named, *starts] if usable(h, view)), view.info.id)
+
+    return [v._replace(handle=handle_of(v)) for v in views]
+
+
+def _repo_view(box: Store, info: sessions.Info) -> SessionView:
+    """One session, addressed as its repo's listing addresses it."""
+    views = _addressable([_view(box, i) for i in sessions.listing(box.path, info.repo)])
+    return next((v for v in views if v.info.key == info.key), _view(box, info))
+
+
 def find_session(box: Store, address: Address) -> SessionView:
     """The one session of a repo a handle names: its chosen name, its worktree's name, or a unique prefix (at least
     4 characters) of its id. Several live sessions matching is refused with the candidates listed, never settled by
     choosing one; a handle that matches no live session may name an ended one (mail then waits for it)."""
     handle = address.handle or ""
     places: dict[str, tuple[str | None, str | None]] = {}
-    mine = [_view(box, i, places) for i in sessions.listing(box.path, str(address.repo))]
-    matches = [
-        v for v in mine if handle in (v.info.name, v.worktree) or (len(handle) >= 4 and v.info.id.startswith(handle))
-    ]
+    mine = _addressable([_view(box, i, places) for i in sessions.listing(box.path, str(address.repo))])
+    matches = [v for v in mine if _answers(v, handle)]
     live = [v for v in matches if v.info.state != "ended"]
     chosen = live or matches
     if len(chosen) == 1:
         return chosen[0]
     if not chosen:
-        here = ", ".join(sorted(f"{v.address} ({v.info.state})" for v in mine)) or "none"
+        here = ", ".join(sorted(f"{render.quote(v.address)} ({v.info.state})" for v in mine)) or "none"
         raise UsageError(f"no session of {render.quote(address.repo)} answers to {handle!r} (its sessions: {here})")
-    listed = ", ".join(f"{v.info.key} ({v.info.state}, {v.worktree or 'main work tree'})" for v in chosen)
+    listed = ", ".join(
+        f"{render.quote(v.address)} ({v.info.state}, "
+        f"{'worktree ' + render.quote(v.worktree) if v.worktree else 'main work tree'})"
+        for v in chosen
+    )
     raise UsageError(
         f"{str(address)!r} names {len(chosen)} {'live ' if live else ''}sessions: {listed}; "
         "name one by a longer start of its id, or give sessions names (gitmail session --name)"
@@ -341,7 +376,9 @@ def sessions_here(box: Store, repo: RepoName | None) -> list[SessionView]:
     """The sessions the hooks have seen on this machine (of one repo, or of every repo), each with the mail pending
     for it: the live ones first, then the ended ones still kept."""
     places: dict[str, tuple[str | None, str | None]] = {}
-    found = [_view(box, i, places) for i in sessions.listing(box.path, repo)]
+    views = [_view(box, i, places) for i in sessions.listing(box.path, repo)]
+    repos = sorted({v.info.repo for v in views})
+    found = [v for r in repos for v in _addressable([w for w in views if w.info.repo == r])]
     counted = []
     pending: dict[str, Pending] = {}
     for view in found:
@@ -372,7 +409,7 @@ def this_session(box: Store, actor: Actor) -> SessionView:
         info = sessions.info(box.path, actor.session.host, actor.session.id)
     if info is None:
         raise GitmailError(f"cannot record session {actor.session.key} in {box.path}")
-    return _view(box, info)
+    return _repo_view(box, info)
 
 
 def name_session(box: Store, actor: Actor, *, name: str | None = None, card: str | None = None) -> SessionView:
@@ -384,10 +421,13 @@ def name_session(box: Store, actor: Actor, *, name: str | None = None, card: str
         taken = [
             v
             for v in sessions_here(box, RepoName(me.info.repo))
-            if v.info.state != "ended" and v.info.key != me.info.key and name in (v.info.name, v.worktree)
+            if v.info.state != "ended" and v.info.key != me.info.key and _answers(v, name)
         ]
         if taken:
-            raise UsageError(f"the name {name!r} is taken by {taken[0].info.key} of {render.quote(me.info.repo)}")
+            raise UsageError(
+                f"the name {name!r} already names {render.quote(taken[0].address)} ({taken[0].info.key}): "
+                "choose another"
+            )
     text = clean_subject(card, what="card") if card is not None else None
     assert actor.session is not None
     sessions.describe(box.path, actor.session.host, actor.session.id, name=name, card=text)
@@ -441,9 +481,13 @@ def at_moment(
 
 
 def session_ended(box: Store, session: Session, reason: str = "") -> None:
-    """A session ended: its record stays a while, marked ended (mail for it then reaches its repo's sessions)."""
-    if box.exists():
-        sessions.ended(box.path, session.host, session.id, reason)
+    """A session ended: its record stays a while, marked ended. Replies waiting for it now reach its repo's other
+    sessions, so the repo's stamp changes: their hooks look again, and no kept session-start answer still holds."""
+    if not box.exists():
+        return
+    repo = sessions.ended(box.path, session.host, session.id, reason)
+    if repo is not None and not name_problem(repo):
+        stamps.bump(box.path, [RepoName(repo)], f"{time.time_ns():x}")
 
 
 def record(box: Store, recording: delivery.Recording) -> None:

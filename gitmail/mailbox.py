@@ -220,7 +220,7 @@ def reply(
     me = RepoName.parse(sender)
     original = show(store, to_id)
     first = original.message
-    if first.sender == me and first.is_broadcast:
+    if first.sender == me and first.is_broadcast and first.from_session in (None, from_session):
         raise GitmailError(f"{first.id} is your own broadcast; send a new broadcast instead of a reply")
     # Answering your own directed message is a follow-up to its recipient (and to its session, if it had one); a
     # message another session of the same repo sent is answered like any other: back to that session.

@@ -179,12 +179,16 @@ def saw(mailbox: Path, host: str, session_id: str, ids: set[str]) -> None:
             found.show(ids)
 
 
-def ended(mailbox: Path, host: str, session_id: str, reason: str) -> None:
-    """The host said the session ended (its record stays a while, marked, so mail to it is not stranded)."""
+def ended(mailbox: Path, host: str, session_id: str, reason: str) -> str | None:
+    """The host said the session ended (its record stays a while, marked, so mail to it is not stranded). Returns
+    the repo it was in, if known."""
     with record(mailbox, host, session_id, Deadline(1.0), create=False) as found:
-        if found is not None:
-            found.set("ended", time.time())
-            found.set("end_reason", reason or "ended")
+        if found is None:
+            return None
+        found.set("ended", time.time())
+        found.set("end_reason", reason or "ended")
+        repo = found.data.get("repo")
+        return repo if isinstance(repo, str) and repo else None
 
 
 def describe(mailbox: Path, host: str, session_id: str, *, name: str | None, card: str | None) -> None:
