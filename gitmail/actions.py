@@ -45,7 +45,7 @@ from gitmail.values.address import HANDLE, Address
 from gitmail.values.machine import Machine
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
-from gitmail.workspace import Actor, Session, toplevel
+from gitmail.workspace import Actor, Session, current_directory, toplevel
 
 if TYPE_CHECKING:
     from gitmail.project import Applied, Gathered
@@ -215,7 +215,7 @@ def gather(
             total = _within_limit(found[-1].outgoing, total, limit)
         if patch is not None:
             work_tree = actor.place.top if actor.place is not None else actor.here
-            top = within or work_tree or toplevel(base or os.getcwd())
+            top = within or work_tree or toplevel(base or current_directory())
             if top is None:
                 raise UsageError("--patch needs a git repository: run it inside one")
             found.append(project.make_patch(top, patch))
@@ -246,7 +246,10 @@ def _limits(box: Store) -> tuple[int, int]:
             continue
         value = attachments.parse_size(text)
         if value is None or value < 1:
-            raise GitmailError(f"gitmail.{setting} in the mailbox's config is {text!r}, not a number (e.g. 25m)")
+            example = "25m" if setting == attachments.LIMIT_SETTING else "20"
+            raise GitmailError(
+                f"gitmail.{setting} in the mailbox's config is {text!r}, not a number of at least 1 (e.g. {example})"
+            )
         if setting == attachments.LIMIT_SETTING:
             limit = value
         else:
@@ -530,11 +533,23 @@ def save_attachment(
     entry = mailbox.show(box, message_id)
     item = mailbox.attachment(entry, name)
     if output is not None and os.fspath(output) == "-":
-        mailbox.write_attachment(box, entry, item, 1)
+        from gitmail.store.gitcmd import GitFailed
+
+        try:
+            mailbox.write_attachment(box, entry, item, 1)
+        except GitFailed as error:
+            if error.returncode == -13:  # SIGPIPE: the reader went away (`| head`), as a reader may
+                raise BrokenPipeError from None
+            raise
         return Saved(entry, item, None)
-    target = Path(os.getcwd()) / item.name if output is None else Path(output).expanduser()
-    if target.is_dir():
-        target = target / item.name
+    if output is None:  # its own name here: never followed into a directory or through a link
+        target = Path(current_directory()) / item.name
+    else:
+        target = Path(output).expanduser()
+        if target.is_dir():
+            target = target / item.name
+        elif os.fspath(output).endswith(os.sep):
+            raise UsageError(f"{os.fspath(output)} is no directory")
     project.write_out(target, lambda fd: mailbox.write_attachment(box, entry, item, fd), force=force)
     return Saved(entry, item, target)
 

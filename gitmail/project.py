@@ -28,6 +28,7 @@ from gitmail.values import attachments
 from gitmail.values.attachments import COMMITS, PATCH_TYPE, UNCOMMITTED, safe_name, size_text
 from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT
 from gitmail.values.outgoing import Outgoing
+from gitmail.workspace import current_directory
 
 # Settings that beat the repository's and the user's config on every git run here.
 SAFE_CONFIG = (
@@ -84,7 +85,7 @@ def read_file(given: str | os.PathLike[str], *, base: Path | None = None, within
     link's own name, and the note says so. With `within`, a path that leads outside that directory (itself, or
     through a link) is refused, and so is anything in its .git."""
     label = shown(os.fspath(given))
-    path = Path(base or os.getcwd()) / os.fspath(given)
+    path = Path(base or current_directory()) / os.fspath(given)
     notes: list[str] = []
     if within is not None:
         root = Path(os.path.realpath(within))
@@ -109,7 +110,10 @@ def read_file(given: str | os.PathLike[str], *, base: Path | None = None, within
         if not stat.S_ISREG(info.st_mode):
             raise UsageError(f"cannot attach {label}: it is not a regular file")
         os.set_blocking(fd, True)
-        head = os.pread(fd, 8192, 0)
+        try:
+            head = os.pread(fd, 8192, 0)
+        except OSError as error:  # /proc and /sys files, a failing disk
+            raise UsageError(f"cannot attach {label}: it cannot be read ({error.strerror or error})") from None
     except BaseException:
         os.close(fd)
         raise
@@ -149,6 +153,8 @@ def write_out(target: Path, fill: Callable[[int], None], *, force: bool = False)
 
     if os.path.isdir(target):
         raise UsageError(f"{target} is a directory")
+    if os.path.exists(target) and not os.path.isfile(target):  # a device, a FIFO, a socket: never replaced
+        raise UsageError(f"{target} is not a regular file; write to a file, or to standard output with -o -")
     if os.path.lexists(target) and not force:
         raise UsageError(f"{target} exists; pass --force to replace it, or -o PATH to write it elsewhere")
     try:
@@ -157,7 +163,11 @@ def write_out(target: Path, fill: Callable[[int], None], *, force: bool = False)
         raise GitmailError(f"cannot write {target}: {error.strerror or error}") from None
     try:
         try:
-            fill(fd)
+            try:
+                fill(fd)
+            except gitcmd.GitFailed:  # git could not stream it into the file: this file's disk, not the mailbox
+                written = os.fstat(fd).st_size
+                raise GitmailError(f"cannot write {target}: the write stopped after {written:,} bytes") from None
             os.fchmod(fd, 0o666 & ~_umask())
             os.fsync(fd)
         finally:
@@ -268,6 +278,7 @@ def apply_patch(top: Path, data: bytes, kind: str) -> Applied:
     --index --3way`. Refused before anything is touched when the repository has uncommitted changes to tracked files
     (they would mix with the patch's) or is in the middle of another operation. A conflict leaves the repository
     exactly as git left it."""
+    git(top, "update-index", "-q", "--refresh", reading=False)  # a file touched but unchanged is no change
     check_clean(top)
     if kind == COMMITS:
         done = git(top, "am", "--3way", stdin=data, reading=False)

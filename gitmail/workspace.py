@@ -42,6 +42,14 @@ class Place(NamedTuple):
         return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
 
 
+def current_directory() -> str:
+    """Where the command runs; a usage error when that directory no longer exists (deleted, or moved away)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise UsageError("the current directory no longer exists; run gitmail from one that does") from None
+
+
 def toplevel(start: str | os.PathLike[str]) -> Path | None:
     """The git work tree containing `start` (as `git rev-parse --show-toplevel` finds it), or None."""
     here = Path(os.path.realpath(start))

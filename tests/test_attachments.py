@@ -333,7 +333,10 @@ def test_a_file_that_changes_while_it_is_attached_is_refused(
         return found
 
     monkeypatch.setattr(project, "read_file", then_grows)
-    with pytest.raises(UsageError, match="^growing.log changed while it was being attached; attach it again$"):
+    with pytest.raises(
+        UsageError,
+        match=r"^growing.log changed while it was being attached \(it is not the size the file system gives\): attach it ",
+    ):
         send(box, api, "growing.log")
     assert not list((box.path / "objects").glob("tmp_obj_*"))
     assert not mailbox.log(box, repo="api")
@@ -424,6 +427,57 @@ def test_send_attach_and_attachment_on_the_command_line(api: Path, web: Path, bo
     missing = cli("attachment", message_id, "c.txt", cwd=web)
     assert missing.code == 1 and 'has no attachment named "c.txt"; it has "a.txt", "b.bin"' in missing.err
     assert sorted(p.name for p in web.iterdir()) == [".git", "a.txt", "out"]
+
+
+def test_attachment_writes_only_where_it_is_told(
+    api: Path, web: Path, box: Store, cli: CliRunner, tmp_path: Path
+) -> None:
+    (api / "x").write_text("secret\n")
+    message_id = cli("send", "--to", "web", "-s", "a file", "--attach", "x", cwd=api).out.strip()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (web / "x").symlink_to(outside)  # a link (or a folder) named like the attachment: never entered
+    linked = cli("attachment", message_id, cwd=web)
+    assert (linked.code, linked.err) == (2, f"gitmail: error: {web / 'x'} is a directory\n")
+    assert list(outside.iterdir()) == []
+    fifo = web / "pipe"
+    os.mkfifo(fifo)
+    for target in (str(fifo), "/dev/null"):
+        for force in ([], ["--force"]):
+            special = cli("attachment", message_id, "-o", target, *force, cwd=web)
+            assert (special.code, special.err) == (
+                2,
+                f"gitmail: error: {target} is not a regular file; write to a file, or to standard output with -o -\n",
+            )
+    assert fifo.is_fifo() and Path("/dev/null").is_char_device()
+    slash = cli("attachment", message_id, "-o", "newdir/", cwd=web)
+    assert (slash.code, slash.err) == (2, "gitmail: error: newdir/ is no directory\n")
+    assert not (web / "newdir").exists()
+    head = subprocess.run(
+        f"{' '.join(run_gitmail_argv())} attachment {message_id} -o - | head -c 1",
+        shell=True,
+        cwd=web,
+        capture_output=True,
+    )
+    assert head.returncode == 0 and b"error" not in head.stderr
+
+
+def test_an_unreadable_file_and_a_deleted_directory_are_one_line_each(api: Path, box: Store, tmp_path: Path) -> None:
+    unreadable = run_gitmail("send", "--to", "web", "-s", "x", "--attach", "/proc/self/mem", cwd=api)
+    assert unreadable.returncode == 2
+    assert unreadable.stderr.startswith("gitmail: error: cannot attach /proc/self/mem: it cannot be read (")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    deleted = subprocess.run(
+        f"cd {gone} && rmdir {gone} && {' '.join(run_gitmail_argv())} send --to web -s x --attach a",
+        shell=True,
+        capture_output=True,
+        text=True,
+    )
+    assert (deleted.returncode, deleted.stderr) == (
+        2,
+        "gitmail: error: the current directory no longer exists; run gitmail from one that does\n",
+    )
 
 
 def run_gitmail_argv() -> list[str]:

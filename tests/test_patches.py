@@ -259,6 +259,26 @@ def test_uncommitted_changes_that_conflict_are_left_as_git_apply_leaves_them(
     assert git(web, "status", "--porcelain") == ""
 
 
+def test_a_file_touched_but_unchanged_is_no_change_to_apply_around(box: Store, origin: Path, cli: CliRunner) -> None:
+    web = clone(origin, "web")
+    (origin / "f.txt").write_text("one\nTWO\nthree\n")
+    done = cli("send", "--to", "web", "-s", "wip", "--patch", cwd=origin)
+    assert done.code == 0, done.err
+    stamp = (web / "f.txt").stat().st_mtime_ns + 5_000_000_000
+    os.utime(web / "f.txt", ns=(stamp, stamp))  # an editor's save, a build tool, a copy: the index is stale
+    applied = cli("apply", done.out.strip(), cwd=web)
+    assert applied.code == 0, applied.err
+    assert (web / "f.txt").read_text() == "one\nTWO\nthree\n"
+
+
+def test_apply_outside_a_work_tree_says_where_it_works(box: Store, tmp_path: Path, cli: CliRunner) -> None:
+    done = cli("apply", "kwn1f7p1nd", cwd=tmp_path)
+    assert (done.code, done.err) == (
+        2,
+        "gitmail: error: gitmail apply works on the git work tree you are in: run it inside one\n",
+    )
+
+
 def test_apply_in_a_dirty_tree_is_refused_and_changes_nothing(box: Store, origin: Path, cli: CliRunner) -> None:
     web = clone(origin, "web")
     commit(origin, "Theirs", **{"g.txt": "new file\n"})

@@ -455,6 +455,16 @@ def test_allowed_signers_lists_the_accepted_keys_for_plain_git(pair: tuple[Store
     assert f'server@{server.id} namespaces="git" {own_key(b).openssh}' in lines
     checked = git(b.path, "-c", f"gpg.ssh.allowedSignersFile={target}", "log", "--format=%G? %GS", "--glob=gitmail")
     assert checked.splitlines() == [f"G server@{server.id}", f"G laptop@{laptop.id}"]
+    missing = run_gitmail("keys", "allowed-signers", "-o", str(tmp_path / "no" / "file"), cwd=tmp_path, env=env)
+    assert (missing.returncode, missing.stderr) == (
+        1,
+        f"gitmail: error: cannot write {tmp_path / 'no' / 'file'}: No such file or directory\n",
+    )
+    folder = run_gitmail("keys", "allowed-signers", "-o", str(tmp_path), cwd=tmp_path, env=env)
+    assert (folder.returncode, folder.stderr) == (
+        2,
+        f"gitmail: error: {tmp_path} is a directory; name the file to write\n",
+    )
 
 
 # -- machines over a real git daemon ----------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -12,11 +11,11 @@ import typer
 from gitmail import actions, edge, render
 from gitmail.cli import commands
 from gitmail.edge import say
-from gitmail.errors import ExitCode, GitmailError, UsageError
+from gitmail.errors import ExitCode, GitmailError, Unwritable, UsageError
 from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import Store
 from gitmail.sync.remotes import DEFAULT_INTERVAL, redact
-from gitmail.workspace import place
+from gitmail.workspace import current_directory, place
 
 if TYPE_CHECKING:
     from gitmail.install import hooks as install_module
@@ -324,7 +323,7 @@ def doctor(
     from gitmail import doctor as checks
 
     box = Store()  # not opened: what cannot be opened is what doctor reports
-    here = place(os.getcwd())
+    here = place(current_directory())
     repaired = checks.repair(box, here=here) if repair else []
     report = checks.examine(box, here=here, home=Path.home(), repaired=repaired)
     if json_output:
@@ -593,7 +592,12 @@ def keys_allowed_signers(
         return
     from gitmail.store.files import write_atomically
 
-    write_atomically(output, text.encode(), durable=False)
+    if output.is_dir():
+        raise UsageError(f"{output} is a directory; name the file to write")
+    try:
+        write_atomically(output, text.encode(), durable=False)
+    except Unwritable as error:  # the file named, not the mailbox
+        raise GitmailError(f"cannot write {output}: {error.reason}") from None
     count = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
     say(f"wrote {count} key{'' if count == 1 else 's'} to {output}")
 

@@ -5,7 +5,6 @@ behaves the same whichever parsed it. Imports no command-line library.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 
@@ -17,18 +16,18 @@ from gitmail.values import urgency as levels
 from gitmail.values.address import Address
 from gitmail.values.message import MAX_BODY_BYTES
 from gitmail.values.names import RepoName
-from gitmail.workspace import Actor, actor_at, own_command, toplevel
+from gitmail.workspace import Actor, actor_at, current_directory, own_command, toplevel
 
 
 def writer(named: str | None) -> Actor:
     """Who acts: the repo named with --from/--repo, else the git repository of the current directory (an error
     outside one), in the host session the environment names."""
-    return actor_at(os.getcwd(), via="cli", named=named)
+    return actor_at(current_directory(), via="cli", named=named)
 
 
 def reader(named: str | None) -> Actor | None:
     """As `writer`, but outside a repository a read shows nothing instead of failing."""
-    if named is None and toplevel(os.getcwd()) is None:
+    if named is None and toplevel(current_directory()) is None:
         say("not inside a git repository; name one with --repo")
         return None
     return writer(named)
@@ -163,7 +162,7 @@ def log(
 
 def show(*, message_id: str, json_output: bool) -> None:
     try:  # read inside a session, a message counts as shown to it
-        me = writer(None) if toplevel(os.getcwd()) is not None else None
+        me = writer(None) if toplevel(current_directory()) is not None else None
     except GitmailError:
         me = None
     shown = actions.show(open_mailbox(), me, message_id)
@@ -218,6 +217,8 @@ def attachment(*, message_id: str, name: str | None, output: str | None, force: 
 def apply(*, message_id: str, name: str | None) -> None:
     from gitmail.values.attachments import COMMITS
 
+    if toplevel(current_directory()) is None:
+        raise UsageError("gitmail apply works on the git work tree you are in: run it inside one")
     done = actions.apply(open_mailbox(), writer(None), message_id, name)
     if done.result.output:
         sys.stderr.write(done.result.output if done.result.output.endswith("\n") else done.result.output + "\n")

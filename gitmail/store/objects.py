@@ -118,14 +118,17 @@ class Objects:
                 _write_all(fd, packer.compress(header))
                 left = size
                 while left > 0:
-                    chunk = source.read(min(left, _CHUNK))
+                    chunk = _read(source, min(left, _CHUNK), label)
                     if not chunk:
                         break
                     digest.update(chunk)
                     _write_all(fd, packer.compress(chunk))
                     left -= len(chunk)
-                if left or source.read(1):
-                    raise UsageError(f"{label} changed while it was being attached; attach it again")
+                if left or _read(source, 1, label):
+                    raise UsageError(
+                        f"{label} changed while it was being attached (it is not the size the file system gives): "
+                        "attach it once it has stopped changing, or attach a copy of it"
+                    )
                 _write_all(fd, packer.flush())
                 oid = digest.hexdigest()
                 here = (self.path / "objects" / oid[:2] / oid[2:]).exists()
@@ -333,6 +336,14 @@ class Objects:
 
     def target(self, ref: str) -> str | None:
         return refs.resolve(self.path, [ref]).get(ref)
+
+
+def _read(source: IO[bytes], size: int, label: str) -> bytes:
+    """Read from a file being attached: its failure is that file's, not the mailbox's."""
+    try:
+        return source.read(size)
+    except OSError as error:
+        raise UsageError(f"cannot attach {label}: it cannot be read ({error.strerror or error})") from None
 
 
 def _write_all(fd: int, data: bytes) -> None:
