@@ -317,7 +317,7 @@ def _keys(store: Store) -> list[Finding]:
         )
     own_id = machine.local_id(store)
     taken = {(k.machine, k.fingerprint) for k in known}
-    fresh = {(p.machine, p.fingerprint) for p in keys.publications(store) if p.machine != own_id} - taken
+    fresh = {(p.machine, p.fingerprint) for p in keys.publications(store).found if p.machine != own_id} - taken
     if fresh:
         findings.append(
             Finding(

@@ -25,6 +25,7 @@ from gitmail.store.writer import writing
 from gitmail.sync import quick as synccheck
 from gitmail.values import sshsig
 from gitmail.values.layout import Change
+from gitmail.values.machine import Machine
 from gitmail.values.message import DOCUMENT_NAME, Message
 from gitmail.values.names import RepoName
 from gitmail.values.verdict import BAD, GOOD, NEW, PINNED, REVOKED, TRUSTED, UNSIGNED, Fact
@@ -322,6 +323,54 @@ def test_a_revoked_machine_and_a_changed_key(pair: tuple[Store, Store], tmp_path
     assert trusted.stderr == f'gitmail: trusted {new.fingerprint} for machine "laptop" ({laptop_id})\n'
     assert all(label(e).startswith("VERIFIED") for e in mailbox.pending(b, repo="web").directed)
     assert run_gitmail("doctor", cwd=tmp_path, env=monkey_env).returncode == 0
+
+
+def publish_forged(store: Store, line: str, under: str) -> None:
+    """A key publication put straight into a mailbox's key notes, under the note of `under`, as a remote could."""
+    with writing(store, actor=RepoName("test")) as writer:
+        change, _ = writer.note_lines(keys.KEYS_NOTES, {under: [line]}, who=RepoName("test"), when=at(0), text="x\n")
+        assert change is not None
+        writer.apply([change], "test")
+    with store.locked():
+        keys.learn(store)
+
+
+def test_no_publication_but_a_machines_own_in_its_own_note_is_taken_in(
+    pair: tuple[Store, Store], tmp_path: Path, remote: Path
+) -> None:
+    a, b = pair
+    laptop = machine.current(a)
+    stranger = keys.signer(make_machine(tmp_path / "thief", "thief", str(remote)), create=True)
+    assert stranger is not None
+    mailbox.send(b, sender="web", to="api", subject="server publishes its own key", when=at(1))
+    renaming = keys.publication(stranger, Machine(id=laptop.id, name="server"), 9_999_999_999)  # signed by its own key
+    publish_forged(b, renaming, keys.anchor(laptop.id))
+    assert {(k.name, k.fingerprint, k.state) for k in pins.known(b).all if k.machine == laptop.id} == {
+        ("laptop", own_key(a).fingerprint, PINNED),  # no key but an accepted one renames a machine
+        ("laptop", stranger.fingerprint, NEW),
+    }
+    misfiled = keys.publication(stranger, Machine(id="q" * 10, name="quiet"), 1)
+    publish_forged(b, misfiled, keys.anchor(laptop.id))  # filed under another machine's note
+    assert "q" * 10 not in {k.machine for k in pins.known(b).all}
+    odd_time = keys.publication(stranger, Machine(id="r" * 10, name="odd"), "²")  # type: ignore[arg-type]
+    assert keys.parse_publication(odd_time) is None  # a digit to isdigit(), not to int(): no crash
+    publish_forged(b, odd_time, keys.anchor("r" * 10))
+    assert run_gitmail("keys", cwd=tmp_path, env={"GITMAIL_DIR": str(b.path)}).returncode == 0
+
+
+def test_a_second_machine_going_by_a_known_machines_name_is_not_pinned(
+    pair: tuple[Store, Store], tmp_path: Path, remote: Path
+) -> None:
+    a, b = pair
+    twin = make_machine(tmp_path / "twin", "laptop", str(remote))
+    mailbox.send(twin, sender="api", to="web", subject="from the twin", when=at(3))
+    sync_now(twin), sync_now(b)
+    by_subject = {e.message.subject: e for e in mailbox.pending(b, repo="web").directed}
+    assert label(by_subject["first"]).startswith("VERIFIED")
+    assert label(by_subject["from the twin"]).startswith("UNVERIFIED")
+    assert (machine.current(twin).id, NEW) in {(k.machine, k.state) for k in pins.known(b).all}
+    doctor = run_gitmail("doctor", cwd=tmp_path, env={"GITMAIL_DIR": str(b.path)})
+    assert doctor.returncode == 1 and f'machine "laptop" ({machine.current(twin).id}) published a key' in doctor.stdout
 
 
 def test_keys_commands_refuse_mistakes_in_one_line(pair: tuple[Store, Store], tmp_path: Path) -> None:

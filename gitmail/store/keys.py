@@ -329,7 +329,7 @@ def parse_publication(line: str) -> Published | None:
     fields = said.split(" ")
     if len(fields) != 5 or not ID_PATTERN.fullmatch(fields[0]) or not NAME_PATTERN.fullmatch(fields[1]):
         return None
-    if not fields[4].isdigit():
+    if not (fields[4].isascii() and fields[4].isdigit()):  # "²" is a digit to isdigit(), not to int()
         return None
     try:
         public = sshsig.key_blob(f"{fields[2]} {fields[3]}")
@@ -345,19 +345,33 @@ def parse_publication(line: str) -> Published | None:
     return Published(fields[0], fields[1], public, int(fields[4]))
 
 
-def publications(store: Store) -> list[Published]:
-    """Every publication in the mailbox's refs/notes/gitmail-keys whose signature holds."""
+class Publications(NamedTuple):
+    found: list[Published]
+    partial: set[str]  # the machines (by anchor) whose note was not read whole: no key of theirs is pinned
+
+
+def publications(store: Store) -> Publications:
+    """Every publication in the mailbox's refs/notes/gitmail-keys whose signature holds, each in its own machine's
+    note (a publication filed under another machine's note is no publication). A note larger than gitmail reads, or
+    cut by the number of lines it checks, may hide a key, so its machine is named as read only in part."""
     if not store.targets([KEYS_NOTES]):
-        return []
+        return Publications([], set())
     listed = store.git("ls-tree", "-r", "-z", KEYS_NOTES).decode(errors="replace")
-    blobs = [entry.partition("\t")[0].split()[2] for entry in listed.split("\0") if entry]
+    entries = [entry.partition("\t") for entry in listed.split("\0") if entry]
+    notes = [(head.split()[2], path.replace("/", "")) for head, _, path in entries]  # (blob, annotated object)
     found: list[Published] = []
-    lines = [line for data in store.read(blobs, limit=MAX_NOTE_BYTES) for line in (data or b"").splitlines()]
-    for line in lines[:MAX_PUBLICATIONS]:  # what a remote could pile up here is not all checked
-        published = parse_publication(line.decode(errors="replace"))
-        if published is not None:
-            found.append(published)
-    return found
+    partial: set[str] = set()
+    budget = MAX_PUBLICATIONS  # what a remote could pile up here is not all checked
+    for (_, annotated), data in zip(notes, store.read([blob for blob, _ in notes], limit=MAX_NOTE_BYTES), strict=True):
+        lines = data.splitlines() if data is not None else None
+        if lines is None or len(lines) > budget:
+            partial.add(annotated)
+        for line in (lines or [])[: max(budget, 0)]:
+            published = parse_publication(line.decode(errors="replace"))
+            if published is not None and anchor(published.machine) == annotated:
+                found.append(published)
+        budget -= len(lines or [])
+    return Publications(found, partial)
 
 
 def published_mark(store: Store) -> str:
@@ -381,7 +395,7 @@ def remember_published(store: Store, key: Signer, machine: Machine) -> None:
 def learn(store: Store) -> list[Key]:
     """Take in the keys published since last time (the caller holds the mailbox lock): a machine seen for the
     first time with one key has it pinned; any other key is recorded as new, not accepted. The keys added."""
-    from gitmail.values.verdict import NEW, PINNED, Key
+    from gitmail.values.verdict import ACCEPTED, NEW, PINNED, Key
 
     tip = store.targets([KEYS_NOTES]).get(KEYS_NOTES)
     learned, keys = pins.load(store)
@@ -391,17 +405,29 @@ def learn(store: Store) -> list[Key]:
     now = _now()
     added: list[Key] = []
     by_machine: dict[str, list[Published]] = {}
-    for published in publications(store):
+    read = publications(store)
+    for published in read.found:
         if published.machine != own:
             by_machine.setdefault(published.machine, []).append(published)
     for machine, found in sorted(by_machine.items()):
-        latest = max(found, key=lambda p: p.at)
-        keys = [k._replace(name=latest.name) if k.machine == machine else k for k in keys]
         had = {k.fingerprint for k in keys if k.machine == machine}
         fresh = {p.fingerprint: p for p in sorted(found, key=lambda p: p.at) if p.fingerprint not in had}
-        state = PINNED if not had and len(fresh) == 1 else NEW
+        # Pinned on first sight only when this is all there is to see: one key, its whole note read, and a name no
+        # machine accepted here already goes by (a second "laptop" is a stranger until the user trusts it).
+        named = {p.name for p in fresh.values()}
+        lookalike = any(k.name in named and k.machine != machine and k.state in ACCEPTED for k in [*keys, *added])
+        first = not had and len(fresh) == 1 and anchor(machine) not in read.partial and not lookalike
         for print_, published in fresh.items():
-            added.append(Key(machine, latest.name, print_, sshsig.openssh(published.public), state, now))
+            added.append(
+                Key(machine, published.name, print_, sshsig.openssh(published.public), PINNED if first else NEW, now)
+            )
+        # A machine's name is what its newest publication by a key accepted here says: no other key renames it.
+        accepted = {k.fingerprint for k in [*keys, *added] if k.machine == machine and k.state in ACCEPTED}
+        vouched = [p for p in found if p.fingerprint in accepted]
+        if vouched:
+            name = max(vouched, key=lambda p: p.at).name
+            keys = [k._replace(name=name) if k.machine == machine else k for k in keys]
+            added = [k._replace(name=name) if k.machine == machine else k for k in added]
     pins.save(store, tip, [*keys, *added])
     return added
 
