@@ -381,10 +381,14 @@ def pending(
     notes = documents[len(places) : len(places) + 3 * len(broadcast_places)]
     seen = {p.oid: note_lines(notes[3 * i : 3 * i + 3]) for i, p in enumerate(broadcast_places)}
     receipt_notes = documents[len(places) + 3 * len(broadcast_places) :]
-    receipted = frozenset(
+    here = _local_id(store) if receipted_places else None
+    receipted = frozenset(  # what this machine has receipted: one from another machine still wants this one's
         p.id
         for i, p in enumerate(receipted_places)
-        if receipts.delivered(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), str(p.recipient or me))
+        if receipts.delivered(
+            [r for r in receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])) if r.machine == here],
+            str(p.recipient or me),
+        )
     )
     directed = [e for e in entries if e.state is State.PENDING]
     broadcasts = [
@@ -662,12 +666,14 @@ def _receipts(
     writer: Writer, records: dict[str, list[receipts.Record]], who: RepoName, *, only_first: bool = False
 ) -> list[Change]:
     """The ref change that adds these receipt records (none when there is nothing new). With `only_first`, a
-    "delivered" record is added only where the repo has none yet: later showings add nothing."""
+    "delivered" record is added only where the repo has none yet from the same machine: later showings add
+    nothing."""
     lines: dict[str, list[str]] = {}
     for oid, wanted in records.items():
         if only_first:
             old = receipts.parse(writer.note(RECEIPTS_NOTES, oid).splitlines())
-            wanted = [r for r in wanted if not receipts.delivered(old, r.repo)]
+            # first per repo on each machine: one another machine wrote (or a remote made up) is not this one's
+            wanted = [r for r in wanted if not receipts.delivered([o for o in old if o.machine == r.machine], r.repo)]
         if wanted:
             lines[oid] = [r.line() for r in wanted]
     if not lines:

@@ -127,6 +127,10 @@ def message(*attached: Attachment) -> Message:
     return Message("7kq2m9x4ab", RepoName("api"), "web", "Files", "body\n", WHEN, attachments=attached)
 
 
+def test_a_record_nested_deeper_than_the_parser_goes_is_no_record() -> None:
+    assert decode("[" * 100_000) == ()  # from a remote: never a RecursionError on every sync
+
+
 def test_the_document_records_attachments_on_one_line_yaml_reads_too() -> None:
     original = message(Attachment("ünï cødé.txt", 3, BLOB, "text/plain"), Attachment("b", 0, BLOB, "text/plain"))
     text = original.document().decode()

@@ -473,19 +473,21 @@ def _who_moved(store: Store, state: str | None, since: str | None, paths: Sequen
 
 
 def _shown_here(store: Store, places: Sequence[Located]) -> dict[str, bool | None]:
-    """Whether a session on this machine was shown each message, as the receipts here say; {} with receipts off.
-    (Receipts that arrived by sync count too, as the receipts notes hold them.)"""
+    """Whether a session on this machine was shown each message, as the receipts written here say; {} with receipts
+    off. A receipt another machine wrote (or a remote made up) says nothing of this one."""
+    from gitmail.mailbox import local_machine_id
     from gitmail.values.layout import note_lines, note_specs
     from gitmail.values.receipts import RECEIPTS_NOTES, delivered
     from gitmail.values.receipts import parse as parse_receipts
 
     if not store.flag("receipts"):
         return {}
+    here = local_machine_id(store)
     specs = [spec for place in places for spec in note_specs(RECEIPTS_NOTES, place.oid)]
     notes = store.read(specs, limit=MAX_DOCUMENT_BYTES)
     found: dict[str, bool | None] = {}
     for number, place in enumerate(places):
-        records = parse_receipts(note_lines(notes[3 * number : 3 * number + 3]))
+        records = [r for r in parse_receipts(note_lines(notes[3 * number : 3 * number + 3])) if r.machine == here]
         found[place.id] = bool(delivered(records, None if place.recipient is None else str(place.recipient)))
     return found
 

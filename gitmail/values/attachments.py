@@ -74,7 +74,7 @@ def decode(text: str) -> tuple[Attachment, ...]:
     reach outside the folder it is written to."""
     try:
         raw = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser goes: no record gitmail wrote
         return ()
     if not isinstance(raw, list):
         return ()

@@ -169,8 +169,8 @@ def parse(data: bytes) -> Message:
             urgency=levels.stored(fields.get("urgency", levels.NORMAL)),
             attachments=_attachments(fields[_ATTACHMENTS]) if _ATTACHMENTS in fields else (),
         )
-    except (KeyError, ValueError) as error:
-        raise BadDocument(f"message document lacks a valid field: {error}") from None
+    except (KeyError, ValueError, RecursionError) as error:
+        raise BadDocument(f"message document lacks a valid field: {str(error)[:200]}") from None
     if not ID_PATTERN.fullmatch(message.id) or (message.reply_to and not ID_PATTERN.fullmatch(message.reply_to)):
         raise BadDocument("message document has a malformed id")
     return message._replace(subject=" ".join(UNSAFE_TEXT.sub(" ", message.subject).split()) or "(no subject)")
