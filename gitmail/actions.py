@@ -609,6 +609,8 @@ def log(
     """History, newest first, each message with its receipts: a repo's mail, what it sent (`sent`), everyone's
     (`repo` None), or one conversation oldest first (`thread`). With `handle`, only the mail to or from that
     session of `repo` (read from the repo's whole history: the index knows repos, not sessions)."""
+    if grep is not None and "\0" in grep:
+        raise UsageError("a search cannot hold a NUL character")
     if handle is None or repo is None:
         return mailbox.log(box, repo=repo, limit=limit, grep=grep, thread=thread, sent=sent)
     key = find_session(box, Address(repo, handle)).info.key

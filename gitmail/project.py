@@ -85,6 +85,8 @@ def read_file(given: str | os.PathLike[str], *, base: Path | None = None, within
     link's own name, and the note says so. With `within`, a path that leads outside that directory (itself, or
     through a link) is refused, and so is anything in its .git."""
     label = shown(os.fspath(given))
+    if "\0" in os.fspath(given):
+        raise UsageError(f"cannot attach {label}: a path cannot hold a NUL character")
     path = Path(base or current_directory()) / os.fspath(given)
     notes: list[str] = []
     if within is not None:

@@ -281,6 +281,24 @@ def test_log_narrows_to_one_session_of_the_repo(api: Path, web: Path, box: Store
     anyio.run(scenario)
 
 
+def test_a_whole_float_limit_and_a_nul_character_are_answered_as_such(api: Path, box: Store) -> None:
+    mailbox.send(box, sender="web", to="api", subject="hello")
+
+    async def scenario() -> None:
+        async with connect(api) as client:
+            logged = await call(client, "log", limit=20.0)  # JSON Schema takes 20.0 for an integer
+            assert logged.structured_content is not None and len(logged.structured_content["messages"]) == 1
+            assert "cannot hold a NUL character" in refused(await call(client, "log", grep="\0"))
+            attached = refused(await call(client, "send", to="web", subject="x", attach=["a\0b"]))
+            assert "a path cannot hold a NUL character" in attached
+
+    anyio.run(scenario)
+    assert (
+        not (box.path.parent / "gitmail.log").exists()
+        or "Traceback" not in (box.path.parent / "gitmail.log").read_text()
+    )
+
+
 def test_tool_errors_change_nothing_and_the_server_keeps_serving(api: Path, web: Path, box: Store) -> None:
     async def scenario() -> None:
         async with connect(api) as client:
@@ -605,6 +623,47 @@ def test_every_request_is_answered_even_one_holding_a_lone_surrogate(api: Path, 
         answer = json.loads(_answer_line(server))
         assert answer["id"] == 7 and "hello" in answer["result"]["content"][0]["text"]
         assert [e.message.subject for e in mailbox.pending(box, repo="web").directed] == []  # nothing was sent
+    finally:
+        server.stdin.close()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def test_a_line_that_is_no_request_is_answered_with_a_null_id(api: Path) -> None:
+    """Broken JSON, JSON nested deeper than a parser goes, a batch, an id that cannot be written back: each gets a
+    JSON-RPC error under the null id (the client would wait for ever otherwise), and the server goes on."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gitmail", "mcp"],
+        cwd=api,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        _initialize(server)
+        server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        for line, code in [
+            (b'{"jsonrpc":"2.0","id":204,"method":"tools/list",}', -32700),
+            (b'{"jsonrpc":"2.0","id":205,"method":"tools/list"', -32700),
+            (
+                b'{"jsonrpc":"2.0","id":206,"method":"tools/call","params":{"name":"log","arguments":{"x":'
+                + b"[" * 5000,
+                -32700,
+            ),
+            (b'[{"jsonrpc":"2.0","id":207,"method":"tools/list"}]', -32600),
+            (rb'{"jsonrpc":"2.0","id":"\ud800","method":"tools/list"}', -32600),
+        ]:
+            server.stdin.write(line + b"\n")
+            server.stdin.flush()
+            answer = json.loads(_answer_line(server))
+            assert (answer["id"], answer["error"]["code"]) == (None, code), (line[:60], answer)
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}).encode() + b"\n")
+        server.stdin.flush()
+        assert json.loads(_answer_line(server))["id"] == 8
     finally:
         server.stdin.close()
         try:

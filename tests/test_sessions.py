@@ -390,3 +390,10 @@ def test_a_repo_whose_name_holds_a_hash_is_still_addressed_as_that_repo(box: Sto
     assert (sent.message.to, sent.message.to_session) == ("odd#name", None)
     with pytest.raises(UsageError, match="no session of .other. answers to 'name'"):
         actions.send(box, Actor(RepoName("web")), to="other#name", subject="to a session nobody has")
+
+
+def test_an_address_splits_at_its_last_hash_so_a_repo_named_with_one_is_reachable() -> None:
+    from gitmail.values.address import Address
+
+    assert Address.parse("c#lib#s1") == Address(RepoName("c#lib"), "s1")
+    assert Address.parse("api#s1") == Address(RepoName("api"), "s1")

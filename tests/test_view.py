@@ -503,7 +503,15 @@ def test_hostile_content_is_text_in_every_page(served: Client, box: Store) -> No
 def test_control_characters_are_shown_not_obeyed(served: Client, box: Store) -> None:
     sent = mailbox.send(box, sender="api", to="web", subject="bidi", body="a\u202eb\x1b[31mc\nnext\tline")
     words = served(f"/thread/{sent.message.id}").text
-    assert "a\\u202eb\\u001b[31mc\nnext\tline" in words
+    assert "a\\u202eb\\x1b[31mc\nnext\tline" in words  # as the framing and the command line show them
+
+
+def test_an_invisible_character_in_a_name_is_shown_and_a_search_with_nul_is_refused(served: Client, box: Store) -> None:
+    mailbox.send(box, sender="web\u200b", to="api", subject="urgent\u200e from web")
+    overview = served("/").text
+    assert "web\\u200b" in overview and "urgent\\u200e from web" in overview
+    assert "web\u200b" not in overview
+    assert served("/search?q=%00").status == 400
 
 
 def test_new_mail_moves_the_change_token_the_page_polls(served: Client, box: Store) -> None:

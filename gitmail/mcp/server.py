@@ -28,7 +28,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import SessionMessage
 from mcp.shared.subscriptions import ResourceUpdated
-from mcp_types import INVALID_PARAMS, PARSE_ERROR
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 from watchfiles import awatch
 
@@ -355,25 +355,33 @@ class _Answering:
 
 
 def _refusal(error: Exception) -> types.JSONRPCError | None:
-    """The answer to a request line the SDK could not parse, when the line names a request id to answer."""
+    """The answer to a request line the SDK could not take: every request gets one (JSON-RPC's null id where the
+    line names none that can be written back); a notification, which wants none, gets none."""
     failures = error.errors() if isinstance(error, ValidationError) else []
-    line = failures[0].get("input") if failures and failures[0].get("type") == "json_invalid" else None
-    try:
-        request = json.loads(line) if isinstance(line, str) else None
-    except (ValueError, RecursionError):
+    if not failures:
         return None
-    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-        return None
+    given = failures[0].get("input")
+    if failures[0].get("type") == "json_invalid" or isinstance(given, str):
+        try:
+            request = json.loads(given) if isinstance(given, str) else None
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
+            return _error(None, PARSE_ERROR, "the request could not be read")
+    else:
+        request = given
+    if isinstance(request, list):
+        return _error(None, INVALID_REQUEST, "batches of requests are not taken; send one request a line")
+    if not isinstance(request, dict) or not isinstance(request.get("method"), str) or "id" not in request:
+        return None  # a notification, or something that names nothing to answer
     ident = request.get("id")
     if isinstance(ident, bool) or not isinstance(ident, int | str) or NOT_UTF8.search(str(ident)):
-        return None  # a notification (nothing to answer), or an id that cannot be written back
+        return _error(None, INVALID_REQUEST, "the request's id is not a number or a string that can be written back")
     if _holds_surrogate(request):
-        code, text = (
-            INVALID_PARAMS,
-            "the request holds text that is not valid Unicode (a lone surrogate such as \\ud800)",
-        )
-    else:
-        code, text = PARSE_ERROR, "the request could not be read"
+        text = "the request holds text that is not valid Unicode (a lone surrogate such as \\ud800)"
+        return _error(ident, INVALID_PARAMS, text)
+    return _error(ident, PARSE_ERROR, "the request could not be read")
+
+
+def _error(ident: int | str | None, code: int, text: str) -> types.JSONRPCError:
     return types.JSONRPCError(
         jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=f"gitmail: error: {text}")
     )

@@ -165,6 +165,7 @@ def log(
     who = call.who
     if session is not None and (who is None or thread is not None):
         raise UsageError("session is one session of a repo: give it without everyone or thread")
+    limit = int(limit)  # JSON Schema counts 20.0 as an integer too
     entries = actions.log(
         call.box, repo=who.repo if who is not None else None, limit=limit, grep=grep, thread=thread, handle=session
     )

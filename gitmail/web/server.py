@@ -32,9 +32,10 @@ import jinja2
 
 from gitmail import actions
 from gitmail.errors import GitmailError, NotFound, UsageError
+from gitmail.render import visible as escaped
 from gitmail.store.repository import Store
 from gitmail.values.attachments import size_text
-from gitmail.values.names import UNSAFE_TEXT, RepoName, name_problem
+from gitmail.values.names import RepoName, name_problem
 from gitmail.web import read as conversations
 from gitmail.web.read import Snapshot
 
@@ -96,11 +97,11 @@ class ExportLinks(Links):
 
 
 def visible(text: object) -> str:
-    """Control characters and bidirectional overrides shown as escapes instead of acting on the page's text.
-    Line breaks and tabs stay: bodies are shown as written."""
-    return UNSAFE_TEXT.sub(
-        lambda m: m.group() if m.group() in "\n\t" else f"\\u{ord(m.group()):04x}", str(text).replace("\r\n", "\n")
-    )
+    """Control characters, bidirectional overrides and invisible format characters (a zero-width space in a name)
+    shown as escapes, as everywhere gitmail shows text, instead of acting on the page's text or hiding in it. Line
+    breaks and tabs stay (bodies are shown as written), and so do the joiners emoji and some scripts need."""
+    lines = str(text).replace("\r\n", "\n").split("\n")
+    return "\n".join("\t".join(escaped(part, joiners=True) for part in line.split("\t")) for line in lines)
 
 
 def when(date: datetime) -> str:
@@ -389,6 +390,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/broadcasts":
             return show("broadcasts.html", broadcasts=conversations.broadcasts(snap, page=page))
         if path == "/search":
+            if "\0" in text:
+                raise _Response(HTTPStatus.BAD_REQUEST, "A search cannot hold a NUL character.")
             return show("search.html", query=text, results=conversations.search(snap, text, page=page))
         if len(parts) != 3 or parts[1] not in ("thread", "message", "repo") or not parts[2]:
             raise NotFound(f"nothing at {path}")
