@@ -43,7 +43,8 @@ from gitmail.values.names import NOT_UTF8, RepoName
 
 NAME = "gitmail"
 INBOX_URI = "gitmail://inbox"
-WORKERS = 4  # tool calls carried out at once; each holds the mailbox lock only for its own write
+READERS = 4  # reads carried out at once: never behind writes, which may wait for the mailbox lock
+WRITERS = 16  # writes carried out at once, each waiting at most WRITE_WAIT for the lock: more wait for a thread
 WATCH_STEP_MS = 20  # watchfiles: how long a burst of changes may go quiet before it is reported
 WATCH_DEBOUNCE_MS = 200  # watchfiles: the longest a change waits to be reported
 WATCH_RECHECK_MS = 5_000  # the stamps are read again this often even without an event: a change made while a
@@ -65,7 +66,7 @@ class Mailroom:
     def __init__(self, directory: str, tasks: anyio.abc.TaskGroup) -> None:
         self.identity = Identity(directory)
         self.tasks = tasks
-        self.workers = anyio.CapacityLimiter(WORKERS)
+        self.readers, self.writers = anyio.CapacityLimiter(READERS), anyio.CapacityLimiter(WRITERS)
         self.bus = InMemorySubscriptionBus()
         self.listener = ListenHandler(self.bus)  # 2026-era subscription streams
         self.listening = False  # a 2026-era stream asked for gitmail://inbox updates
@@ -103,7 +104,8 @@ class Mailroom:
                 who = await self.identity.resolve(ctx, args.get("repo"), params.input_responses)
             if who is not None and who.here is not None and (self.subscribers or self.listening):
                 await self.watch(who.repo)  # roots learnt since the subscription began
-            answer = await anyio.to_thread.run_sync(partial(tools.run, tool, store, who, args), limiter=self.workers)
+            workers = self.readers if tool.read_only else self.writers
+            answer = await anyio.to_thread.run_sync(partial(tools.run, tool, store, who, args), limiter=workers)
         except RootsWanted:
             return ask_for_roots()
         except GitmailError as error:  # one line naming the tool, as the argument checks do
@@ -140,7 +142,7 @@ class Mailroom:
         except GitmailError as error:
             raise MCPError(INVALID_PARAMS, f"gitmail: error: {error}") from None
         call = tools.Call(self.store(), who)
-        answer = await anyio.to_thread.run_sync(partial(tools.inbox, call, peek=True), limiter=self.workers)
+        answer = await anyio.to_thread.run_sync(partial(tools.inbox, call, peek=True), limiter=self.readers)
         contents = types.TextResourceContents(uri=INBOX_URI, mime_type="text/plain", text=answer.text)
         return types.ReadResourceResult(contents=[contents])
 

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmail.errors import MailboxError, UsageError
+from gitmail.errors import MailboxBusy, MailboxError, UsageError
 from gitmail.store import gitcmd, gitconfig, lock, loose, refs, stamps
 from gitmail.store.files import unwritable
 from gitmail.store.location import MAILBOX_ENV, OWN_DIR, default_path
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 MARK_KEY = "gitmail.version"  # set in every mailbox gitmail made: what makes a repository one
 WRITE_WAIT = 10.0  # seconds a command waits for another writer
+INDEX_WAIT = 0.5  # how long a read waits for the lock to build the history index, a cache it can do without
 
 
 class Store:
@@ -384,12 +385,15 @@ class Store:
         if not history.complete(self.path):
             if not self.writable():
                 return None
-            with self.locked():
-                if not history.complete(self.path):
-                    try:
-                        history.rebuild(self.path, self._every_message())
-                    except OSError as error:  # a full disk: the index is a cache, and the caller reads without it
-                        raise unwritable(history.directory(self.path), error) from None
+            try:
+                with self.locked(timeout=INDEX_WAIT):
+                    if not history.complete(self.path):
+                        try:
+                            history.rebuild(self.path, self._every_message())
+                        except OSError as error:  # a full disk: the index is a cache; the caller reads without it
+                            raise unwritable(history.directory(self.path), error) from None
+            except MailboxBusy:  # a writer holds the mailbox: read without the index rather than wait for it
+                return None
         return history.newest(self.path, names, wanted)
 
     def _every_message(self) -> list[history.Line]:
