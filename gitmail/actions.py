@@ -224,7 +224,7 @@ def gather(
         for index, (gathered, name) in enumerate(zip(found, names, strict=True)):
             if name != gathered.outgoing.name:
                 first, second = project.quoted(gathered.outgoing.name), project.quoted(name)
-                note = f"a second attachment named {first} is attached as {second}"
+                note = f"another attachment named {first} is attached as {second}"
                 found[index] = gathered._replace(outgoing=gathered.outgoing._replace(name=name))
                 found[index] = found[index]._replace(notes=(*gathered.notes, note))
     except BaseException:

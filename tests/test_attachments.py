@@ -276,7 +276,7 @@ def test_hostile_names_are_stored_safely(box: Store, api: Path, tmp_path: Path) 
     m = sent.entry.message
     assert [a.name for a in m.attachments] == ["x", "x (2)", "two_lines.txt", "_.gitmodules", "_.git~1"]
     assert sent.notes == (
-        'a second attachment named "x" is attached as "x (2)"',
+        'another attachment named "x" is attached as "x (2)"',
         '"two\\nlines.txt" is attached as "two_lines.txt"',
         '.gitmodules is attached as "_.gitmodules"',
         '.git~1 is attached as "_.git~1"',
@@ -402,7 +402,7 @@ def test_send_attach_and_attachment_on_the_command_line(api: Path, web: Path, bo
     message_id = quick.stdout.strip()
     assert quick.stderr.endswith(f'gitmail: sent {message_id} to "web" with 2 attachments\n')
     typed = cli("send", "--to", "web", "-s", "again", "--attach", "a.txt", "--attach", "a.txt", cwd=api)
-    assert typed.code == 0 and 'note: a second attachment named "a.txt" is attached as "a (2).txt"' in typed.err
+    assert typed.code == 0 and 'note: another attachment named "a.txt" is attached as "a (2).txt"' in typed.err
 
     done = cli("attachment", message_id, "a.txt", cwd=web)
     assert done.code == 0 and (web / "a.txt").read_text() == "alpha\n"

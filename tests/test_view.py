@@ -363,6 +363,9 @@ def test_the_token_is_required_then_kept_in_a_cookie(served: Client) -> None:
     assert served("/", cookie=cookie.split(";")[0]).status == 200
     assert server.url == f"http://127.0.0.1:{server.port}/?token={server.secret}"
     assert len(server.secret) >= 40
+    for path in ("/\\evil.example/", "//evil.example/"):  # a browser takes either for another site
+        away = served(f"{path}?token={server.secret}", cookie="")
+        assert away.status == 303 and away.headers["location"] == "/evil.example/"
 
 
 @pytest.mark.parametrize(

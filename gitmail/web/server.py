@@ -340,7 +340,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _Response(HTTPStatus.FORBIDDEN, "This link's token is not this server's.")
             rest = urlencode([(k, v) for k, values in query.items() if k != "token" for v in values], doseq=True)
             cookie = f"{view.cookie}={view.secret}; Path=/; HttpOnly; SameSite=Strict"
-            location = path + (f"?{rest}" if rest else "")
+            here = "/" + path.lstrip("/\\")  # never "//host" or "/\\host", which a browser takes for another site
+            location = here + (f"?{rest}" if rest else "")
             raise _Response(HTTPStatus.SEE_OTHER, "", {"Location": location, "Set-Cookie": cookie})
         jar = http.cookies.SimpleCookie()
         try:
