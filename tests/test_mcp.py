@@ -676,6 +676,34 @@ def test_a_line_that_is_no_request_is_answered_with_a_null_id(api: Path) -> None
             server.wait()
 
 
+def test_a_subscription_that_cannot_be_kept_is_refused_as_a_read_would_be(tmp_path: Path) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gitmail", "mcp"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    try:
+        _initialize(server)
+        server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        for ident, uri, said in [
+            (2, "gitmail://other", 'no resource "gitmail://other"'),
+            (3, "gitmail://inbox", "gitmail: error: "),  # outside a repository, and no roots to act for
+        ]:
+            request = {"jsonrpc": "2.0", "id": ident, "method": "resources/subscribe", "params": {"uri": uri}}
+            server.stdin.write(json.dumps(request).encode() + b"\n")
+            server.stdin.flush()
+            answer = json.loads(_answer_line(server))
+            assert (answer["id"], answer["error"]["code"]) == (ident, -32602), answer
+            assert answer["error"]["message"].startswith(said), answer
+    finally:
+        server.stdin.close()
+        server.wait(timeout=10)
+    assert "Traceback" not in server.stderr.read().decode()
+
+
 def _answer_line(server: subprocess.Popen[bytes], wait: float = 30.0) -> bytes:
     """The server's next line; a failed assertion (not a hung test) when none comes."""
     import select
@@ -893,6 +921,11 @@ def test_send_attaches_files_of_the_clients_repository_only_and_show_returns_a_t
                 await call(client, "show", id=first, attachment="big.txt")
             )
             assert "is not UTF-8 text" in refused(await call(client, "show", id=first, attachment="image.bin"))
+            (api / "empty.txt").write_text("")
+            empty = await call(client, "send", to="web", subject="empty", attach=["empty.txt"])
+            assert empty.structured_content is not None
+            shown_empty = ok(await call(client, "show", id=empty.structured_content["id"], attachment="empty.txt"))
+            assert shown_empty.endswith('\nAttachment "empty.txt" is empty (0 bytes).\n')
             assert "attach and patch read from your repository" in refused(
                 await call(client, "send", to="web", subject="x", attach=["big.txt"], repo="api")
             )

@@ -147,10 +147,15 @@ class Mailroom:
         return types.ReadResourceResult(contents=[contents])
 
     async def subscribe(self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> Any:
-        if str(params.uri) == INBOX_URI:
-            if ctx.session not in self.subscribers:
-                self.subscribers.append(ctx.session)
-            await self.watch((await self.identity.resolve(ctx)).repo)
+        if str(params.uri) != INBOX_URI:
+            raise MCPError(INVALID_PARAMS, f"no resource {short(str(params.uri))}; the one resource is {INBOX_URI}")
+        try:
+            repo = (await self.identity.resolve(ctx, may_ask=False)).repo
+        except GitmailError as error:  # no repo to act for: nothing is subscribed
+            raise MCPError(INVALID_PARAMS, f"gitmail: error: {error}") from None
+        if ctx.session not in self.subscribers:
+            self.subscribers.append(ctx.session)
+        await self.watch(repo)
         return types.EmptyResult()
 
     async def unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams) -> Any:
