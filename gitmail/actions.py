@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -490,7 +489,7 @@ def session_ended(box: Store, session: Session, reason: str = "") -> None:
         return
     repo = sessions.ended(box.path, session.host, session.id, reason)
     if repo is not None and not name_problem(repo):
-        stamps.bump(box.path, [RepoName(repo)], f"{time.time_ns():x}")
+        stamps.bump(box.path, [RepoName(repo)])
 
 
 def record(box: Store, recording: delivery.Recording) -> None:

@@ -386,7 +386,7 @@ def pending(
         p.id
         for i, p in enumerate(receipted_places)
         if receipts.delivered(
-            [r for r in receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])) if r.machine == here],
+            receipts.written_on(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), here),
             str(p.recipient or me),
         )
     )
@@ -673,7 +673,7 @@ def _receipts(
         if only_first:
             old = receipts.parse(writer.note(RECEIPTS_NOTES, oid).splitlines())
             # first per repo on each machine: one another machine wrote (or a remote made up) is not this one's
-            wanted = [r for r in wanted if not receipts.delivered([o for o in old if o.machine == r.machine], r.repo)]
+            wanted = [r for r in wanted if not receipts.delivered(receipts.written_on(old, r.machine), r.repo)]
         if wanted:
             lines[oid] = [r.line() for r in wanted]
     if not lines:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 from gitmail.store import stamps
 from gitmail.store.files import read_text, write_atomically
@@ -28,7 +27,7 @@ def load_claims(store: Store) -> dict[str, str]:
 
 def save_claims(store: Store, claims: dict[str, str]) -> None:
     write_atomically(store.own_dir / FILE, json.dumps(claims, indent=1, sort_keys=True).encode())
-    stamps.bump_claims(store.path, f"{time.time_ns():x}")  # trust labels may read differently now
+    stamps.bump_claims(store.path)  # trust labels may read differently now
 
 
 def claim(store: Store, *, repo: RepoName, path: str | os.PathLike[str], timeout: float = WRITE_WAIT) -> str | None:

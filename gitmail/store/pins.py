@@ -6,7 +6,6 @@ reading of mail from another machine, so this module stays small; changed only u
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 
 from gitmail.store import stamps
@@ -46,4 +45,4 @@ def save(store: Store, learned: str | None, keys: Sequence[Key]) -> None:
     data = {"learned": learned, "keys": [k._asdict() for k in keys]}
     (store.own_dir / FOLDER).mkdir(mode=0o700, exist_ok=True)
     write_atomically(store.own_dir / FOLDER / FILE, (json.dumps(data, indent=1) + "\n").encode())
-    stamps.bump_claims(store.path, f"{time.time_ns():x}")  # trust labels may read differently now
+    stamps.bump_claims(store.path)  # trust labels may read differently now

@@ -11,6 +11,7 @@ nothing new.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -28,21 +29,27 @@ def path(mailbox: Path, repo: RepoName | None) -> Path:
     return hookfiles.stamp_file(mailbox, None if repo is None else repo.ref)
 
 
-def bump(mailbox: Path, names: Iterable[RepoName | None], value: str) -> None:
-    """Mark a change in what these repos have pending (None: the broadcasts). Never fails the write it follows."""
+def fresh() -> str:
+    """A stamp no earlier one held, for a change that is not a new message."""
+    return f"{time.time_ns():x}"
+
+
+def bump(mailbox: Path, names: Iterable[RepoName | None], value: str | None = None) -> None:
+    """Mark a change in what these repos have pending (None: the broadcasts), with the new message's id or else a
+    fresh value. Never fails the write it follows."""
     try:
         directory(mailbox).mkdir(mode=0o700, exist_ok=True)
         for name in names:
-            write_line(path(mailbox, name), value)
+            write_line(path(mailbox, name), value or fresh())
     except OSError:
         pass
 
 
-def bump_claims(mailbox: Path, value: str) -> None:
+def bump_claims(mailbox: Path) -> None:
     """Which repository uses which name changed: trust labels may read differently now."""
     try:
         directory(mailbox).mkdir(mode=0o700, exist_ok=True)
-        write_line(hookfiles.claims_stamp(mailbox), value)
+        write_line(hookfiles.claims_stamp(mailbox), fresh())
     except OSError:
         pass
 

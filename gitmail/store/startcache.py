@@ -55,7 +55,8 @@ def keep(
         text = json.dumps(answer, ensure_ascii=False) + "\n" if answer else ""
         write_atomically(files.answer, text.encode(), durable=False)
         write_atomically(files.record, (json.dumps(record, sort_keys=True) + "\n").encode(), durable=False)
-        named = os.fsencode(config) + b"\n" if config is not None and b"\n" not in os.fsencode(config) else b""
+        path = os.fsencode(config) if config is not None else b""
+        named = path + b"\n" if path and b"\n" not in path else b""  # hook.sh reads it as the key's second line
         write_atomically(files.key, (key + "\n").encode() + named, durable=False)
     except Exception:  # a cache that cannot be written costs only speed
         return

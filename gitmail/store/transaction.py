@@ -5,7 +5,6 @@ alters; and the reflog, the record of every move.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,9 +16,10 @@ from gitmail.values.layout import SEEN_NOTES, Change, State, email, locate
 from gitmail.values.names import RepoName
 
 
-def touched(changes: Sequence[Change], actor: RepoName | None) -> tuple[set[RepoName | None], str]:
+def touched(changes: Sequence[Change], actor: RepoName | None) -> tuple[set[RepoName | None], str | None]:
     """Whose pending mail these changes alter (None: every repo's broadcasts), and the stamp to mark it with:
-    a new message's id where one arrives. A session that looked before then looks again."""
+    a new message's id where one arrives (else None: `stamps.bump` makes a fresh one). A session that looked before
+    then looks again."""
     names: set[RepoName | None] = set()
     value = ""
     for change in changes:
@@ -31,7 +31,7 @@ def touched(changes: Sequence[Change], actor: RepoName | None) -> tuple[set[Repo
             names.add(None)
         elif change.ref == SEEN_NOTES and actor is not None:
             names.add(actor)  # a broadcast was handed to it: no longer pending there
-    return names, value or f"{time.time_ns():x}"
+    return names, value or None
 
 
 def update_refs(

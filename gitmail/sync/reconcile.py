@@ -477,7 +477,7 @@ def _shown_here(store: Store, places: Sequence[Located]) -> dict[str, bool | Non
     off. A receipt another machine wrote (or a remote made up) says nothing of this one."""
     from gitmail.mailbox import local_machine_id
     from gitmail.values.layout import note_lines, note_specs
-    from gitmail.values.receipts import RECEIPTS_NOTES, delivered
+    from gitmail.values.receipts import RECEIPTS_NOTES, delivered, written_on
     from gitmail.values.receipts import parse as parse_receipts
 
     if not store.flag("receipts"):
@@ -487,7 +487,7 @@ def _shown_here(store: Store, places: Sequence[Located]) -> dict[str, bool | Non
     notes = store.read(specs, limit=MAX_DOCUMENT_BYTES)
     found: dict[str, bool | None] = {}
     for number, place in enumerate(places):
-        records = [r for r in parse_receipts(note_lines(notes[3 * number : 3 * number + 3])) if r.machine == here]
+        records = written_on(parse_receipts(note_lines(notes[3 * number : 3 * number + 3])), here)
         found[place.id] = bool(delivered(records, None if place.recipient is None else str(place.recipient)))
     return found
 

@@ -74,6 +74,11 @@ def parse(lines: Iterable[str]) -> list[Record]:
     return sorted(records, key=lambda r: r.at)
 
 
+def written_on(records: Sequence[Record], machine: str | None) -> list[Record]:
+    """The records a machine wrote itself: what another machine wrote, or a remote made up, says nothing of it."""
+    return [record for record in records if record.machine == machine]
+
+
 def delivered(records: Sequence[Record], repo: str | None = None) -> list[Record]:
     """First showing per repo (or for one repo), oldest first."""
     first: dict[str, Record] = {}
