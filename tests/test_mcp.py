@@ -10,8 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -590,42 +590,18 @@ def test_the_server_exits_cleanly_when_the_client_goes(api: Path, tmp_path: Path
     assert "Traceback" not in errors.read_text()
 
 
-def test_every_request_is_answered_even_one_holding_a_lone_surrogate(api: Path, box: Store) -> None:
-    """A lone surrogate ("\\ud800") is legal JSON (JavaScript writes one for a broken string) but not Unicode: the
-    request gets an error under its own id, wherever the surrogate is, and the server goes on serving."""
-    mailbox.send(box, sender="web", to="api", subject="hello")
+@contextmanager
+def line_server(cwd: Path, *, stderr: int = subprocess.DEVNULL) -> Iterator[subprocess.Popen[bytes]]:
+    """`gitmail mcp` spoken to a line at a time, as a client would that sends what it likes: initialized here, and
+    closed (or, if it will not stop, killed) at the end."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "gitmail", "mcp"],
-        cwd=api,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "gitmail", "mcp"], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr
     )
     assert server.stdin is not None and server.stdout is not None
     try:
         _initialize(server)
         server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
-        lines = [
-            r'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"inbox","arguments":{"repo":"\ud800"}}}',
-            r'{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"send","arguments":'
-            r'{"to":"web","subject":"a\udfffb","message":"x"}}}',
-            r'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"log","arguments":{"\ud83d":1}}}',
-            r'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"in\udc00box","arguments":{}}}',
-            r'{"jsonrpc":"2.0","id":6,"method":"resources/read","params":{"uri":"gitmail://\ud800"}}',
-        ]
-        for number, line in enumerate(lines):
-            server.stdin.write(line.encode() + b"\n")
-            server.stdin.flush()
-            answer = json.loads(_answer_line(server))
-            assert answer["id"] == json.loads(line)["id"], answer
-            assert answer["error"]["code"] == -32602, answer
-            assert "not valid Unicode (a lone surrogate" in answer["error"]["message"], (number, answer)
-        call_ = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "inbox", "arguments": {}}}
-        server.stdin.write(json.dumps(call_).encode() + b"\n")
-        server.stdin.flush()
-        answer = json.loads(_answer_line(server))
-        assert answer["id"] == 7 and "hello" in answer["result"]["content"][0]["text"]
-        assert [e.message.subject for e in mailbox.pending(box, repo="web").directed] == []  # nothing was sent
+        yield server
     finally:
         server.stdin.close()
         try:
@@ -635,20 +611,42 @@ def test_every_request_is_answered_even_one_holding_a_lone_surrogate(api: Path, 
             server.wait()
 
 
+def exchange(server: subprocess.Popen[bytes], line: bytes) -> Any:
+    """Send one line; the server's answer to it."""
+    assert server.stdin is not None
+    server.stdin.write(line + b"\n")
+    server.stdin.flush()
+    return json.loads(_answer_line(server))
+
+
+def test_every_request_is_answered_even_one_holding_a_lone_surrogate(api: Path, box: Store) -> None:
+    """A lone surrogate ("\\ud800") is legal JSON (JavaScript writes one for a broken string) but not Unicode: the
+    request gets an error under its own id, wherever the surrogate is, and the server goes on serving."""
+    mailbox.send(box, sender="web", to="api", subject="hello")
+    with line_server(api) as server:
+        lines = [
+            r'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"inbox","arguments":{"repo":"\ud800"}}}',
+            r'{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"send","arguments":'
+            r'{"to":"web","subject":"a\udfffb","message":"x"}}}',
+            r'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"log","arguments":{"\ud83d":1}}}',
+            r'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"in\udc00box","arguments":{}}}',
+            r'{"jsonrpc":"2.0","id":6,"method":"resources/read","params":{"uri":"gitmail://\ud800"}}',
+        ]
+        for number, line in enumerate(lines):
+            answer = exchange(server, line.encode())
+            assert answer["id"] == json.loads(line)["id"], answer
+            assert answer["error"]["code"] == -32602, answer
+            assert "not valid Unicode (a lone surrogate" in answer["error"]["message"], (number, answer)
+        call_ = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "inbox", "arguments": {}}}
+        answer = exchange(server, json.dumps(call_).encode())
+        assert answer["id"] == 7 and "hello" in answer["result"]["content"][0]["text"]
+        assert [e.message.subject for e in mailbox.pending(box, repo="web").directed] == []  # nothing was sent
+
+
 def test_a_line_that_is_no_request_is_answered_with_a_null_id(api: Path) -> None:
     """Broken JSON, JSON nested deeper than a parser goes, a batch, an id that cannot be written back: each gets a
     JSON-RPC error under the null id (the client would wait for ever otherwise), and the server goes on."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gitmail", "mcp"],
-        cwd=api,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert server.stdin is not None and server.stdout is not None
-    try:
-        _initialize(server)
-        server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    with line_server(api) as server:
         for line, code in [
             (b'{"jsonrpc":"2.0","id":204,"method":"tools/list",}', -32700),
             (b'{"jsonrpc":"2.0","id":205,"method":"tools/list"', -32700),
@@ -660,48 +658,22 @@ def test_a_line_that_is_no_request_is_answered_with_a_null_id(api: Path) -> None
             (b'[{"jsonrpc":"2.0","id":207,"method":"tools/list"}]', -32600),
             (rb'{"jsonrpc":"2.0","id":"\ud800","method":"tools/list"}', -32600),
         ]:
-            server.stdin.write(line + b"\n")
-            server.stdin.flush()
-            answer = json.loads(_answer_line(server))
+            answer = exchange(server, line)
             assert (answer["id"], answer["error"]["code"]) == (None, code), (line[:60], answer)
-        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}).encode() + b"\n")
-        server.stdin.flush()
-        assert json.loads(_answer_line(server))["id"] == 8
-    finally:
-        server.stdin.close()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        assert exchange(server, json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}).encode())["id"] == 8
 
 
 def test_a_subscription_that_cannot_be_kept_is_refused_as_a_read_would_be(tmp_path: Path) -> None:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gitmail", "mcp"],
-        cwd=tmp_path,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
-    try:
-        _initialize(server)
-        server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    with line_server(tmp_path, stderr=subprocess.PIPE) as server:
         for ident, uri, said in [
             (2, "gitmail://other", 'no resource "gitmail://other"'),
             (3, "gitmail://inbox", "gitmail: error: "),  # outside a repository, and no roots to act for
         ]:
             request = {"jsonrpc": "2.0", "id": ident, "method": "resources/subscribe", "params": {"uri": uri}}
-            server.stdin.write(json.dumps(request).encode() + b"\n")
-            server.stdin.flush()
-            answer = json.loads(_answer_line(server))
+            answer = exchange(server, json.dumps(request).encode())
             assert (answer["id"], answer["error"]["code"]) == (ident, -32602), answer
             assert answer["error"]["message"].startswith(said), answer
-    finally:
-        server.stdin.close()
-        server.wait(timeout=10)
-    assert "Traceback" not in server.stderr.read().decode()
+    assert server.stderr is not None and "Traceback" not in server.stderr.read().decode()
 
 
 def _answer_line(server: subprocess.Popen[bytes], wait: float = 30.0) -> bytes:

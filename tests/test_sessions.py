@@ -157,13 +157,18 @@ def test_a_handle_that_names_several_live_sessions_is_refused_with_the_candidate
     assert sorted(p.name for p in (box.path / "refs").rglob("*") if p.is_file()) == before  # nothing written
 
 
-def test_a_reply_goes_back_to_the_session_that_asked_and_to_its_repo_once_it_ended(
-    api: Path, worktree: Path, box: Store
-) -> None:
+def asking(api: Path, worktree: Path) -> tuple[Session, Session, str]:
+    """A session in the worktree asks web a question; another session of api works in the main tree."""
     asker, other = Session(worktree, "asker-11"), Session(api, "other-22")
     asker("session-start")
     other("session-start")
-    question = asker.send("--to", "web", "-s", "which port?", "-m", "?")
+    return asker, other, asker.send("--to", "web", "-s", "which port?", "-m", "?")
+
+
+def test_a_reply_goes_back_to_the_session_that_asked_and_to_its_repo_once_it_ended(
+    api: Path, worktree: Path, box: Store
+) -> None:
+    asker, other, question = asking(api, worktree)
     web = Session(api.parent / "web", "web-1")
     web.cwd.mkdir()
     subprocess.run(["git", "init", "-q", str(web.cwd)], check=True)
@@ -183,10 +188,7 @@ def test_a_reply_goes_back_to_the_session_that_asked_and_to_its_repo_once_it_end
 def test_a_reply_sent_before_its_asker_ended_reaches_the_repo_once_it_has(
     api: Path, worktree: Path, box: Store
 ) -> None:
-    asker, other = Session(worktree, "asker-11"), Session(api, "other-22")
-    asker("session-start")
-    other("session-start")
-    question = asker.send("--to", "web", "-s", "which port?", "-m", "?")
+    asker, other, question = asking(api, worktree)
     answer = mailbox.reply(box, sender="web", to_id=question, body="8080", to_handle="brave-otter").message.id
     assert answer not in other("tool")  # for the asker alone while it lives
     stamp = hookfiles.stamp_file(box.path, RepoName("api").ref)
