@@ -562,6 +562,9 @@ class Patched(NamedTuple):
     note: str | None = None  # a receipt that could not be written
 
 
+APPLY_OUTSIDE = "gitmail apply works on the git work tree you are in: run it inside one"
+
+
 def apply(box: Store, actor: Actor, message_id: str, name: str | None = None) -> Patched:
     """Apply a message's patch to the actor's repository (`git am --3way` for commits, `git apply --index --3way`
     for uncommitted changes) and record on the message whether it applied. Refused, with nothing changed, in a
@@ -571,7 +574,7 @@ def apply(box: Store, actor: Actor, message_id: str, name: str | None = None) ->
 
     top = actor.place.top if actor.place is not None else actor.here
     if top is None:
-        raise UsageError("gitmail apply works on the repository you are in: run it inside one")
+        raise UsageError(APPLY_OUTSIDE)
     entry = mailbox.show(box, message_id)
     if name is None:
         patches = [a for a in entry.message.attachments if a.patch is not None]

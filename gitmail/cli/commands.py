@@ -217,8 +217,8 @@ def attachment(*, message_id: str, name: str | None, output: str | None, force: 
 def apply(*, message_id: str, name: str | None) -> None:
     from gitmail.values.attachments import COMMITS
 
-    if toplevel(current_directory()) is None:
-        raise UsageError("gitmail apply works on the git work tree you are in: run it inside one")
+    if toplevel(current_directory()) is None:  # before who acts is asked, which names options apply has not
+        raise UsageError(actions.APPLY_OUTSIDE)
     done = actions.apply(open_mailbox(), writer(None), message_id, name)
     if done.result.output:
         sys.stderr.write(done.result.output if done.result.output.endswith("\n") else done.result.output + "\n")
