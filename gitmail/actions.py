@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, NamedTuple
 from gitmail import arrivals, delivery, mailbox, render, waking
 from gitmail.delivery import Delivery, Moment
 from gitmail.errors import GitmailError, UsageError
-from gitmail.mailbox import DoneResult, Entry, History, Pending
 from gitmail.store import sessions, stamps
 from gitmail.store.claims import claim, load_claims
 from gitmail.store.lock import Deadline
@@ -42,6 +41,7 @@ from gitmail.store.repository import WRITE_WAIT, Store
 from gitmail.values import urgency as levels
 from gitmail.values.address import HANDLE, Address
 from gitmail.values.machine import Machine
+from gitmail.values.mail import DoneResult, Entry, History, Pending
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
 from gitmail.workspace import Actor, Session, current_directory, toplevel

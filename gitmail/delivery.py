@@ -28,7 +28,6 @@ from typing import Any, NamedTuple
 
 from gitmail import mailbox, render
 from gitmail.errors import MailboxBusy, MailboxError, Unwritable
-from gitmail.mailbox import Entry, Pending
 from gitmail.store import sessions, stamps
 from gitmail.store.claims import claim, load_claims
 from gitmail.store.files import refused
@@ -36,6 +35,7 @@ from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
 from gitmail.values import urgency as levels
+from gitmail.values.mail import Entry, Pending
 from gitmail.values.names import RepoName, name_problem
 from gitmail.workspace import Actor
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from gitmail.errors import GitmailError, MailboxError, NotFound, Unwritable, UsageError
 from gitmail.store import machines
@@ -38,6 +38,7 @@ from gitmail.values.layout import (
     seen_specs,
     state_prefix,
 )
+from gitmail.values.mail import DoneResult, Entry, History, Move, Pending
 from gitmail.values.message import (
     DOCUMENT_NAME,
     MAX_DOCUMENT_BYTES,
@@ -53,7 +54,6 @@ from gitmail.values.receipts import RECEIPTS_NOTES
 
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
-    from gitmail.store.remotemoves import Move
     from gitmail.store.writer import Writer
     from gitmail.values.attachments import Attachment
     from gitmail.values.outgoing import Outgoing
@@ -61,48 +61,6 @@ if TYPE_CHECKING:  # what writes is loaded only to write
 
 
 CANDIDATES_LISTED = 10  # ids an ambiguous prefix's error names before "and N more"
-
-
-class Entry(NamedTuple):
-    """A stored message and where it stands."""
-
-    message: Message
-    state: State
-    oid: str  # the message's commit
-    recipient: RepoName | None  # whose inbox or archive holds it; None for broadcasts
-    records: Sequence[receipts.Record] = ()  # its receipts, where the reader asked for them (log, show)
-    moved: Move | None = None  # archived or retracted here because a remote said so (log, show)
-    verdict: Verdict | None = None  # from another machine: whether that machine's key vouches for it; None: from here
-
-
-class Pending(NamedTuple):
-    """What a repo has to read: directed mail until done, broadcasts until handed over once."""
-
-    repo: RepoName
-    directed: Sequence[Entry] = ()  # oldest first
-    broadcasts: Sequence[Entry] = ()  # oldest first
-    unreadable: Sequence[str] = ()  # ids whose commit or document cannot be read
-    claimed_by: str | None = None  # another path that uses the same repo name, when there is one
-    receipted: frozenset[str] = frozenset()  # ids already put in front of a session of this repo once
-
-
-class DoneResult(NamedTuple):
-    archived: Sequence[Entry] = ()
-    already: Sequence[str] = ()  # already archived, or broadcasts (nothing to archive)
-    unshown: Sequence[str] = ()  # `everything`: pending mail no session of this repo was shown yet, left alone
-    set_aside: Sequence[str] = ()  # unreadable: moved under refs/gitmail/_damaged/ instead of archived
-
-
-class History(list[Entry]):
-    """What `log` found: its entries, the ids of messages it selected that could not be read, and what it could
-    not record on the way (the history index, on a full disk), one line."""
-
-    def __init__(
-        self, entries: Iterable[Entry] = (), unreadable: Sequence[str] = (), unrecorded: str | None = None
-    ) -> None:
-        super().__init__(entries)
-        self.unreadable = list(unreadable)
-        self.unrecorded = unrecorded
 
 
 def _delivered(
@@ -444,31 +402,6 @@ def show(store: Store, message_id: str) -> Entry:
     return with_receipts(store, entries)[0]
 
 
-class Status(NamedTuple):
-    """Where a message stands as its sender sees it."""
-
-    name: str  # pending (not yet shown), delivered (shown), done, replied, retracted
-    at: datetime | None = None  # when it was first shown, or handled (None where unknown)
-    reply: str | None = None  # replied: the reply's id
-    reached: Sequence[receipts.Record] = ()  # the first showing to each repo, oldest first
-
-
-def status(entry: Entry) -> Status:
-    """From the message's ref and its receipts (`log` and `show` read them)."""
-    if entry.state is State.RETRACTED:
-        return Status("retracted", reached=receipts.delivered(entry.records))
-    if entry.recipient is None:  # an active broadcast: delivered once any repo was shown it
-        reached = receipts.delivered(entry.records)
-        return Status("delivered", reached[0].at, reached=reached) if reached else Status("pending")
-    reached = receipts.delivered(entry.records, str(entry.recipient))
-    if entry.state is State.ARCHIVED:
-        handled = receipts.handled(entry.records, str(entry.recipient))
-        if handled is not None and handled.event == receipts.REPLIED:
-            return Status("replied", handled.at, handled.reply, reached)
-        return Status("done", handled.at if handled is not None else None, reached=reached)
-    return Status("delivered", reached[0].at, reached=reached) if reached else Status("pending")
-
-
 # -- attachments ---------------------------------------------------------------------------------------------------
 
 
@@ -686,10 +619,6 @@ def _set_aside(writer: Writer, place: Located) -> list[Change]:
     """A message ref whose commit is gone cannot be archived (git refuses a ref to a missing object): its ref is
     removed and a record of it kept under refs/gitmail/_damaged/, with the reason and the lost commit id."""
     return writer.set_aside(place.ref, place.oid, f"message {place.id}")
-
-
-def ids_of(entries: Sequence[Entry]) -> list[str]:
-    return [e.message.id for e in entries]
 
 
 def _documents(store: Store, places: Iterable[Located]) -> list[bytes | None]:

@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any, NamedTuple
 
-from gitmail.mailbox import DoneResult, Entry, Pending, status
 from gitmail.store.gitcmd import quoted as shell_word
 from gitmail.values import receipts
 from gitmail.values import urgency as levels
 from gitmail.values.machine import Machine
+from gitmail.values.mail import DoneResult, Entry, Pending, status
 from gitmail.values.message import Message
 from gitmail.values.names import INVISIBLE, JOINERS, UNSAFE_TEXT
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitmail import actions
-from gitmail.mailbox import Entry
 from gitmail.store.repository import Store
+from gitmail.values.mail import Entry
 from gitmail.values.names import RepoName
 from gitmail.workspace import Actor
 

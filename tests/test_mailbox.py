@@ -14,6 +14,7 @@ from gitmail.store.claims import load_claims
 from gitmail.store.repository import Store
 from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import SEEN_NOTES, State
+from gitmail.values.mail import DoneResult
 from tests.conftest import at, mailbox_snapshot
 from tests.reading import inbox as read_inbox
 
@@ -157,7 +158,7 @@ def test_a_repo_cannot_archive_another_repos_mail_and_nothing_moves(box: Store) 
 
 def test_done_on_a_broadcast_is_a_notice_not_an_error(box: Store) -> None:
     cast = mailbox.broadcast(box, sender="api", subject="all")
-    assert mailbox.done(box, repo="web", ids=[cast.message.id]) == mailbox.DoneResult((), [cast.message.id], [])
+    assert mailbox.done(box, repo="web", ids=[cast.message.id]) == DoneResult((), [cast.message.id], [])
 
 
 def test_send_keeps_the_message_whole(box: Store) -> None:

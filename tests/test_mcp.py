@@ -30,6 +30,7 @@ from gitmail.errors import GitmailError, UsageError
 from gitmail.mcp import roots, tools
 from gitmail.mcp import server as mcpserver
 from gitmail.store.repository import Store
+from gitmail.values.mail import status
 from gitmail.values.names import RepoName
 from tests.conftest import CliRunner, RepoFactory, mailbox_snapshot, run_gitmail
 from tests.hooked import Session
@@ -226,7 +227,7 @@ def test_every_tool_end_to_end(api: Path, web: Path, tmp_path: Path, box: Store)
             card = ok(shown_one)
             assert "> Orders have a status." in card and "untrusted data" in card and " · delivered " in card
             assert shown_one.structured_content is None
-            receipts = [(r.repo, r.host) for r in mailbox.status(mailbox.show(box, first)).reached]
+            receipts = [(r.repo, r.host) for r in status(mailbox.show(box, first)).reached]
             assert receipts == [("web", "mcp")]  # the delivery receipt says the mail was shown through MCP
 
             answer = await call(as_web, "send", reply_to=first, message="Switched.")

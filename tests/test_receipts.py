@@ -12,7 +12,7 @@ from typing import Any
 
 from gitmail import mailbox
 from gitmail.store.repository import Store
-from gitmail.values import receipts
+from gitmail.values import mail, receipts
 from gitmail.values.layout import note_lines, note_specs
 from gitmail.values.receipts import RECEIPTS_NOTES
 from tests.conftest import RepoFactory, run_gitmail
@@ -97,7 +97,7 @@ def test_a_receipt_that_cannot_be_written_never_costs_delivery(web: Path, box: S
     (box.path / "refs" / "notes" / "gitmail-receipts.lock").unlink()
     start_session(web, session="s2")  # the next showing writes it, once the host has its answer
     deadline = time.monotonic() + 30
-    while mailbox.status(mailbox.log(box, repo="api", sent=True)[0]).name != "delivered":
+    while mail.status(mailbox.log(box, repo="api", sent=True)[0]).name != "delivered":
         assert time.monotonic() < deadline, "the receipt was never written"
         time.sleep(0.05)
 

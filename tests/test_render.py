@@ -4,9 +4,9 @@ import re
 from pathlib import Path
 
 from gitmail import render
-from gitmail.mailbox import Entry, Pending
 from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import State
+from gitmail.values.mail import Entry, Pending
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName
 from tests.conftest import at

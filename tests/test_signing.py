@@ -23,7 +23,7 @@ from gitmail.store.objects import BLOB, Entry, Objects, ident
 from gitmail.store.repository import Store
 from gitmail.store.writer import writing
 from gitmail.sync import quick as synccheck
-from gitmail.values import sshsig
+from gitmail.values import mail, sshsig
 from gitmail.values.layout import Change
 from gitmail.values.machine import Machine
 from gitmail.values.message import DOCUMENT_NAME, Message
@@ -67,12 +67,12 @@ def own_key(store: Store) -> keys.Signer:
     return key
 
 
-def only(store: Store, repo: str = "web") -> mailbox.Entry:
+def only(store: Store, repo: str = "web") -> mail.Entry:
     [entry] = mailbox.pending(store, repo=repo).directed
     return entry
 
 
-def label(entry: mailbox.Entry) -> str:
+def label(entry: mail.Entry) -> str:
     return render.vouched(entry, {})
 
 

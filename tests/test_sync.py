@@ -26,6 +26,7 @@ from gitmail.sync import engine as sync
 from gitmail.sync import quick as synccheck
 from gitmail.values.layout import Change, State
 from gitmail.values.machine import ELSEWHERE
+from gitmail.values.mail import status
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName
 from tests.conftest import CliRunner, at, run_gitmail
@@ -170,7 +171,7 @@ def test_archived_beats_pending_everywhere_and_never_comes_back(trio: tuple[Stor
         )
     for box in (a, b, c):
         assert state_of(box, sent.message.id) is State.ARCHIVED
-        assert mailbox.status(mailbox.show(box, sent.message.id)).name == "done"
+        assert status(mailbox.show(box, sent.message.id)).name == "done"
         assert sync_now(box).quiet
         assert state_of(box, sent.message.id) is State.ARCHIVED
         whole(box)

@@ -23,10 +23,10 @@ from jsonschema.exceptions import best_match
 
 from gitmail import actions, render
 from gitmail.errors import UsageError
-from gitmail.mailbox import Entry
 from gitmail.mcp.roots import Who, short
 from gitmail.store.repository import Store
 from gitmail.values.address import Address
+from gitmail.values.mail import Entry
 from gitmail.workspace import own_command
 
 MAX_LOG = 200  # entries one log call returns at most

@@ -8,38 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from gitmail.store.files import append_durably
 from gitmail.store.repository import Store
-from gitmail.values.ids import BROADCAST
-from gitmail.values.layout import State
-from gitmail.values.machine import Machine
+from gitmail.values.mail import Move
 
 FILE = "moved-by-sync"
-
-
-class Move(NamedTuple):
-    id: str
-    state: str  # what it became here: "archived" or "retracted"
-    remote: str  # the remote that said so
-    machine: str  # the machine the remote's state names as having made the move ("laptop 4kq8m2x9ab"); "" unknown
-    at: float  # when it was moved here (time.time())
-    shown: bool | None  # whether a session on this machine had been shown it (None: receipts are off, unknown)
-    to: str = ""  # its recipient ("_broadcast" for a broadcast), for messages
-    subject: str = ""  # for messages
-
-    def said(self) -> str:
-        """What the move amounts to: "done on machine "laptop" (as origin says), never shown here"."""
-        machine = Machine.parse(self.machine) if self.machine else None
-        where = f"on machine {json.dumps(machine.name)}" if machine is not None and machine.name else "elsewhere"
-        text = f"{'done' if self.state == State.ARCHIVED.value else 'retracted'} {where} (as {self.remote} says)"
-        return text + (", never shown here" if self.shown is False else "")
-
-    def line(self) -> str:
-        """The move in one line: "archived 7kq2m9x4ab (to web, "Please review"): done on machine ..."."""
-        to = "a broadcast" if self.to == BROADCAST else f"to {self.to}"
-        return f"{self.state} {self.id} ({to}, {json.dumps(self.subject, ensure_ascii=False)}): {self.said()}"
 
 
 def remember(store: Store, moves: Sequence[Move]) -> None:

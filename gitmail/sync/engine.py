@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
-from gitmail.store import gitcmd, machines, remotemoves
+from gitmail.store import gitcmd, machines
 from gitmail.store.files import unwritable
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
@@ -42,6 +42,7 @@ from gitmail.sync.remotes import (
     redact,
     url_problem,
 )
+from gitmail.values.mail import Move
 
 ATTEMPTS = 8  # fetch, reconcile and push this often while other machines keep pushing in between
 NETWORK_REPOSITORY = "fetch.git"  # in gitmail/sync/: where fetch and push run (see _network_repository)
@@ -60,7 +61,7 @@ class Outcome(NamedTuple):
     conflicts: int = 0  # ids that differ in content between here and there, left as they are (see the log)
     attempts: int = 1
     set_aside: int = 0  # arrivals larger than gitmail sends, set aside unread (see the log and gitmail doctor)
-    said: tuple[remotemoves.Move, ...] = ()  # of moved_here, each as recorded: which machine, shown here or not
+    said: tuple[Move, ...] = ()  # of moved_here, each as recorded: which machine, shown here or not
 
     @property
     def quiet(self) -> bool:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.store import gitcmd, keys, remotemoves, signatures
-from gitmail.store.remotemoves import Move
 from gitmail.store.writer import writing
 from gitmail.sync.quick import SYNCED
 from gitmail.sync.remotes import (
@@ -44,6 +43,7 @@ from gitmail.values.layout import (
     state_prefix,
 )
 from gitmail.values.machine import Machine
+from gitmail.values.mail import Move
 from gitmail.values.message import DOCUMENT_NAME, MAX_BODY_BYTES, MAX_DOCUMENT_BYTES, MAX_SUBJECT_CHARS
 from gitmail.values.names import RepoName
 

@@ -20,7 +20,6 @@ from typing import Generic, NamedTuple, TypeVar
 
 from gitmail import mailbox
 from gitmail.errors import GitmailError, NotFound
-from gitmail.mailbox import Entry
 from gitmail.store.claims import load_claims
 from gitmail.store.gitcmd import GitFailed
 from gitmail.store.machines import Here
@@ -28,6 +27,7 @@ from gitmail.store.repository import Store
 from gitmail.values.attachments import Attachment
 from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import ROOT, SEEN_NOTES, Located, State, latest, note_lines, note_specs
+from gitmail.values.mail import Entry, status
 from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, Message, parse
 from gitmail.values.names import RepoName
 
@@ -751,7 +751,7 @@ def _with_receipts(snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:
 
 def _delivered(entry: Entry) -> datetime | None:
     """When the message was first put in front of a session of its recipient (for a broadcast: of any repo)."""
-    return mailbox.status(entry).reached[0].at if mailbox.status(entry).reached else None
+    return status(entry).reached[0].at if status(entry).reached else None
 
 
 def _reached(node: Node, reach: Mapping[str, frozenset[str]]) -> tuple[str, ...]:
