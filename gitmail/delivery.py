@@ -89,6 +89,9 @@ HOSTS: dict[str, dict[Moment, Capability]] = {
     },
 }
 ASKED = Capability("", Channel.CONTEXT)  # `gitmail inbox` and MCP: the answer is tool output
+# How much one showing may hold, per reader: hook context and a tool result land in a model's context, whose hosts
+# cut or refuse long ones; a person at a terminal, a script and the page read everything.
+BUDGETS: dict[str, int | None] = {"claude": render.BUDGET, "codex": render.BUDGET, "mcp": render.BUDGET}
 
 
 def capability(via: str, moment: Moment) -> Capability | None:
@@ -130,7 +133,6 @@ def deliver(
     moment: Moment,
     *,
     deadline: Deadline,
-    budget: int | None = render.BUDGET,
     peek: bool = False,
     continuing: bool = False,
     command: str = "gitmail",
@@ -140,7 +142,8 @@ def deliver(
     """Decide and carry out one delivery. `continuing`: the host says this turn end was already continued once.
     `watch`: the session start asks to be woken when mail arrives.
     `defer`: receipts of directed mail are returned (`Delivery.recording`) for the caller to write after it has
-    answered, instead of being written before."""
+    answered, instead of being written before. The text keeps within its reader's budget (BUDGETS)."""
+    budget = BUDGETS.get(actor.via)
     empty = Delivery(None, Pending(actor.repo), NOTHING)
     carried = capability(actor.via, moment)
     if carried is None or carried.channel is None or not store.exists():

@@ -14,11 +14,14 @@ from __future__ import annotations
 import sys
 
 from gitmail.errors import ExitCode, GitmailError
+from gitmail.values.phrase import spoken
 
 TYPE_CHECKING = False  # the typing module costs the quick paths an import; only the annotations need it
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TypeVar
+
+    from gitmail.values.phrase import Words
 
     T = TypeVar("T")
 
@@ -31,12 +34,13 @@ def say(text: str) -> None:
         pass
 
 
-def run(work: Callable[[], int], *, where: str) -> int:
-    """Run an entry point's work; its exit code, whatever happens."""
+def run(work: Callable[[], int], *, where: str, words: Words | None = None) -> int:
+    """Run an entry point's work; its exit code, whatever happens. `words`: how the entry point spells the action
+    layer's options, in what an error says."""
     try:
         return work()
     except GitmailError as error:
-        say(f"error: {error}")
+        say(f"error: {said(error, words or {})}")
         return int(error.exit_code)
     except KeyboardInterrupt:
         say("interrupted")
@@ -56,11 +60,16 @@ def unforeseen(error: BaseException, where: str) -> str:
     return failure(error, where)
 
 
-def described(error: Exception, where: str) -> str:
+def said(error: GitmailError, words: Words) -> str:
+    """What an expected error says, its options in these words."""
+    return spoken(error.args[0], words) if len(error.args) == 1 else str(error)
+
+
+def described(error: Exception, where: str, words: Words | None = None) -> str:
     """One line for an error where a line is all that can be given back (a tool result): "error: …" for a failure
     the user can act on, "internal error: …" (and a log entry) for any other."""
     if isinstance(error, GitmailError):
-        return f"error: {error}"
+        return f"error: {said(error, words or {})}"
     return f"internal error: {unforeseen(error, where)}"
 
 

@@ -527,8 +527,6 @@ def done(
         places = [p for p in listed if p.id in shown and p.id in candidates]
         unshown = sorted(candidates - shown)
     else:
-        if not ids:
-            raise UsageError("name the messages to mark done, or pass --all")
         places = [resolve(store, i) for i in ids]
     already: list[str] = []
     set_aside: list[str] = []

@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 # Hosts cap injected text, each in its own unit: Claude Code at 10,000 UTF-16 code units (past it the whole text
 # becomes a file path and a preview), Codex at 2,500 "tokens" counted as UTF-8 bytes / 4 (past it the middle is
 # cut). A text of at most 10,000 UTF-8 bytes is under both: no character takes fewer bytes than UTF-16 units.
-HOST_LIMIT = 10_000  # UTF-8 bytes
-BUDGET = 9_500  # what gitmail fills, leaving the host's limit a margin
+HOST_LIMIT = 10_000  # UTF-8 bytes a host takes as hook context at most (Claude Code counts UTF-16 units, Codex bytes)
+MARGIN = 500  # bytes left free below it, for what a host adds around the text
+BUDGET = HOST_LIMIT - MARGIN  # what gitmail fills
 UNREADABLE_LISTED = 10  # ids of unreadable messages named before "and N more"
 
 _HEADER = """\
@@ -583,11 +584,18 @@ def _key_state(key: Key) -> str:
 
 
 def sent(entry: Entry) -> str:
-    """What `send` confirms: "sent 7kq2m9x4ab to "web"" (or "to every repo")."""
+    """What `send` confirms, saying whether it went to one session or to a whole repository: "sent 7kq2m9x4ab to
+    the repository "web"", "... to the session "web#fixer"", "... to every repo"."""
     m = entry.message
     level = f", urgency {m.urgency}" if m.urgency != levels.NORMAL else ""
     carrying = f" with {count(len(m.attachments), 'attachment')}" if m.attachments else ""
-    return f"sent {m.id} to {'every repo' if m.is_broadcast else quote(m.address)}{carrying}{level}"
+    if m.is_broadcast:
+        to = "every repo"
+    elif m.to_session is not None:
+        to = f"the session {quote(m.address)}"
+    else:
+        to = f"the repository {quote(m.to)}"
+    return f"sent {m.id} to {to}{carrying}{level}"
 
 
 def retracted(message_id: str, changed: bool) -> str:
@@ -638,7 +646,7 @@ def count(n: int, noun: str) -> str:
 
 
 def session_line(view: Any) -> str:
-    """One session in `gitmail sessions` (`view` is an actions.SessionView): its address, host, where it works,
+    """One session in `gitmail sessions` (`view` is a SessionView): its address, host, where it works,
     its state, when it started and was last heard from, whether mail can wake it, what is pending for it, and its
     card, quoted (a session writes its own card: it is not gitmail's word)."""
     info = view.info

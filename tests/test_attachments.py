@@ -365,7 +365,7 @@ def test_the_framing_lists_attachments_and_never_their_content(box: Store, api: 
     ) in text
     card = render.card(sent.entry, claims={}, summary=True)
     assert 'Attachment: "secret.txt"' in card and "IGNORE" not in card
-    assert render.sent(sent.entry) == f'sent {m.id} to "web" with 2 attachments'
+    assert render.sent(sent.entry) == f'sent {m.id} to the repository "web" with 2 attachments'
     data = render.as_json(sent.entry)
     assert data["attachments"][0] == {
         "name": "secret.txt",
@@ -400,7 +400,7 @@ def test_send_attach_and_attachment_on_the_command_line(api: Path, web: Path, bo
     )
     assert quick.returncode == 0, quick.stderr
     message_id = quick.stdout.strip()
-    assert quick.stderr.endswith(f'gitmail: sent {message_id} to "web" with 2 attachments\n')
+    assert quick.stderr.endswith(f'gitmail: sent {message_id} to the repository "web" with 2 attachments\n')
     typed = cli("send", "--to", "web", "-s", "again", "--attach", "a.txt", "--attach", "a.txt", cwd=api)
     assert typed.code == 0 and 'note: another attachment named "a.txt" is attached as "a (2).txt"' in typed.err
 
@@ -501,7 +501,7 @@ def test_a_refused_send_is_one_line_and_writes_nothing(api: Path, box: Store, cl
         ),
         (
             ["--retract", "7kq2m9x4ab", "--attach", "x"],
-            "gitmail: error: --retract takes no --subject, --message, --urgency, --attach or --patch\n",
+            "gitmail: error: --retract takes no --attach\n",
         ),
     ]:
         subject = [] if "--retract" in args else ["--to", "web", "-s", "x"]

@@ -33,7 +33,7 @@ def test_send_prints_the_id_alone_and_confirms_on_stderr(cli: CliRunner, api: Pa
     message_id = result.out.strip()
     assert result.err == (
         'gitmail: note: no repo named "web" has used this mailbox yet; it gets the message when a session starts '
-        f'in a repository of that name\ngitmail: sent {message_id} to "web"\n'
+        f'in a repository of that name\ngitmail: sent {message_id} to the repository "web"\n'
     )
     second = cli("send", "--to", "web", "-s", "again", "-m", "", cwd=api)
     assert "no repo named" not in second.err  # web has mail now: it is a known name
@@ -41,7 +41,7 @@ def test_send_prints_the_id_alone_and_confirms_on_stderr(cli: CliRunner, api: Pa
 
 def test_a_repo_writing_to_itself_is_not_told_its_name_is_new(cli: CliRunner, web: Path) -> None:
     result = cli("send", "--to", "web", "-s", "a note to the other sessions here", cwd=web)
-    assert result.code == 0 and result.err == f'gitmail: sent {result.out.strip()} to "web"\n'
+    assert result.code == 0 and result.err == f'gitmail: sent {result.out.strip()} to the repository "web"\n'
 
 
 def test_the_body_comes_from_standard_input(cli: CliRunner, api: Path) -> None:
@@ -147,9 +147,9 @@ def test_reply_retract_log_and_show(cli: CliRunner, api: Path, web: Path) -> Non
         (["send", "--to", "web", "-s", "x", "--bogus"], 2, "No such option: --bogus"),
         (["done", "zzzzzz"], 1, "no message with id zzzzzz"),
         (["done", "ab!"], 2, "'ab!' is not a message id"),
-        (["done"], 2, "name the messages to mark done, or pass --all"),
+        (["done"], 2, "name the messages to mark done, or ask for all of them with --all (not both)"),
         (["show", "0000000000"], 1, "no message with id 0000000000"),
-        (["log", "--repo", "web", "--everyone"], 2, "--everyone takes no --repo or --sent"),
+        (["log", "--repo", "web", "--everyone"], 2, "--everyone takes no --repo"),
         (["log", "-n", "0"], 2, "-n"),
         (["frobnicate"], 2, "No such command 'frobnicate'"),
     ],

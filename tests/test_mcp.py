@@ -25,7 +25,7 @@ from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import stdio_client
 from pydantic import FileUrl
 
-from gitmail import mailbox
+from gitmail import mailbox, render
 from gitmail.errors import GitmailError, UsageError
 from gitmail.mcp import roots, tools
 from gitmail.mcp import server as mcpserver
@@ -161,7 +161,7 @@ def test_the_inbox_answer_keeps_within_the_hooks_budget(box: Store, web: Path) -
     mailbox.send(box, sender="api", to="web", subject="short", body="hello")
     who = roots.Who(RepoName("web"), web, "test")
     answer = tools.inbox(tools.Call(box, who), peek=True)
-    assert len(answer.text.encode()) <= 9_500 and answer.data is None
+    assert len(answer.text.encode()) <= render.BUDGET and answer.data is None
     assert "too long to show here" in answer.text and "> hello" in answer.text
 
 
@@ -208,7 +208,7 @@ def test_every_tool_end_to_end(api: Path, web: Path, tmp_path: Path, box: Store)
             assert sent.structured_content is not None
             first = sent.structured_content["id"]
             assert said == (
-                f'gitmail: sent {first} to "web" as "api" (the server\'s directory {api}). Note: no repo named "web" '
+                f'gitmail: sent {first} to the repository "web" as "api" (the server\'s directory {api}). Note: no repo named "web" '
                 "has used this mailbox yet; it gets the message when a session starts in a repository of that name.\n"
             )
             cast = ok(await call(as_api, "send", broadcast=True, subject="Freeze until Monday"))
@@ -231,7 +231,7 @@ def test_every_tool_end_to_end(api: Path, web: Path, tmp_path: Path, box: Store)
             assert receipts == [("web", "mcp")]  # the delivery receipt says the mail was shown through MCP
 
             answer = await call(as_web, "send", reply_to=first, message="Switched.")
-            assert f'to "api" as "web" (the client\'s root {web})' in ok(answer)
+            assert f'to the repository "api" as "web" (the client\'s root {web})' in ok(answer)
             assert answer.structured_content is not None and answer.structured_content["reply_to"] == first
             assert answer.structured_content["text"] == ok(answer)  # what it says reaches the model either way
             assert "no mail" in ok(await call(as_web, "inbox"))  # the reply archived it for web
@@ -314,9 +314,13 @@ def test_tool_errors_change_nothing_and_the_server_keeps_serving(api: Path, web:
                 ("show", {"id": "zzzzzzzzzz"}, "no message with id zzzzzzzzzz"),
                 ("show", {"id": "not an id!"}, "is not a message id"),
                 ("done", {"ids": [first.split()[2]]}, "is addressed to 'web', not to 'api'"),
-                ("done", {"ids": ["a"], "all": True}, "done: give exactly one of ids or all (got ids and all)"),
+                (
+                    "done",
+                    {"ids": ["a"], "all": True},
+                    "done: name the messages to mark done, or ask for all of them with all (not both)",
+                ),
                 ("retract", {"id": first.split()[2]}, "is not a broadcast"),
-                ("log", {"everyone": True, "repo": "api"}, "repo or everyone, not both"),
+                ("log", {"everyone": True, "repo": "api"}, "log: everyone takes no repo"),
                 ("inbox", {"repo": "a/b"}, "invalid repo name"),
                 ("nope", {}, "no tool named"),
             ]

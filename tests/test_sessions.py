@@ -386,16 +386,65 @@ def test_a_message_shown_only_as_a_summary_is_not_shown_until_read_whole(api: Pa
     assert f"archived {long.message.id}" in session.gitmail("done", "--all").stderr
 
 
-def test_a_repo_whose_name_holds_a_hash_is_still_addressed_as_that_repo(box: Store) -> None:
-    mailbox.send(box, sender="web", to="odd#name", subject="its folder is odd#name")  # a repo of that name exists
-    sent = actions.send(box, Actor(RepoName("web")), to="odd#name", subject="again").entry
-    assert (sent.message.to, sent.message.to_session) == ("odd#name", None)
-    with pytest.raises(UsageError, match="no session of .other. answers to 'name'"):
-        actions.send(box, Actor(RepoName("web")), to="other#name", subject="to a session nobody has")
+def test_a_hash_always_addresses_a_session_though_a_forged_repo_of_that_name_is_known(
+    repos: RepoFactory, box: Store
+) -> None:
+    """`web#fixer` is read one way only: mail a remote forged for a "repo" called `web#fixer` (its refs arrive with
+    a sync) makes no such repo known, and the live session stays the one addressed; the send line says so."""
+    web = repos("web")
+    git("commit", "-q", "--allow-empty", "-m", "start", cwd=web)
+    fixer = Session(web, "f1x3r000-aaaa")
+    fixer("session-start")
+    assert fixer.gitmail("session", "--name", "fixer").returncode == 0
+    planted = mailbox.send(box, sender="evil", to="web", subject="carrier")
+    forged = f"refs/gitmail/{'web%23fixer'}/inbox/{planted.message.id[:-1]}x"
+    subprocess.run(["git", "update-ref", forged, planted.oid], cwd=box.path, check=True)
+    api = repos("api")
+    sent = run_gitmail("send", "--to", "web#fixer", "-s", "for the fixer", cwd=api)
+    assert sent.returncode == 0, sent.stderr
+    message_id = sent.stdout.strip()
+    assert sent.stderr == f'gitmail: sent {message_id} to the session "web#fixer"\n'
+    assert message_id in fixer("tool")
+    to_repo = run_gitmail("send", "--to", "web", "-s", "for everyone", cwd=api)
+    assert to_repo.stderr == f'gitmail: sent {to_repo.stdout.strip()} to the repository "web"\n'
 
 
-def test_an_address_splits_at_its_last_hash_so_a_repo_named_with_one_is_reachable() -> None:
+def test_a_folder_or_chosen_name_holding_a_hash_is_refused_as_a_repository_name(repos: RepoFactory) -> None:
+    odd = repos("web#fixer")
+    done = run_gitmail("send", "--to", "api", "-s", "hi", cwd=odd)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "gitmail: error: this repository's folder name 'web#fixer' cannot be a mailbox name: it contains '#', which "
+        "separates a repository from one of its sessions (name one with --from/--repo)\n"
+    )
+    git("config", "gitmail.name", "a#b", cwd=repos("plain"))
+    assert "gitmail.name 'a#b' cannot be a mailbox name" in run_gitmail("inbox", cwd=repos("plain")).stderr
+
+
+def test_an_address_splits_at_its_first_hash_and_no_repo_name_holds_one() -> None:
     from gitmail.values.address import Address
 
-    assert Address.parse("c#lib#s1") == Address(RepoName("c#lib"), "s1")
+    with pytest.raises(UsageError, match="invalid session handle 'lib#s1'"):
+        Address.parse("c#lib#s1")
     assert Address.parse("api#s1") == Address(RepoName("api"), "s1")
+    with pytest.raises(UsageError, match="it contains '#'"):
+        RepoName.parse("c#lib")
+
+
+def test_mail_to_a_linked_worktrees_folder_name_is_refused_naming_the_repository_and_its_session(
+    api: Path, worktree: Path, box: Store
+) -> None:
+    """A session live in the worktree `brave-otter` of `api`: mail to "brave-otter" would wait for a repository that
+    will never exist; it is refused, naming where to send instead, and nothing is written."""
+    there = Session(worktree, "0773r000-bbbb")
+    there("session-start")
+    before = sorted(p.ref for p in box.refs("refs/gitmail/"))
+    done = run_gitmail("send", "--from", "web", "--to", "brave-otter", "-s", "for the otter", cwd=api.parent)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        'gitmail: error: "brave-otter" is a worktree of "api", not a repository: send to "api" (every session of '
+        'it) or to "api#brave-otter" (the session working there)\n'
+    )
+    assert sorted(p.ref for p in box.refs("refs/gitmail/")) == before
+    reached = run_gitmail("send", "--from", "web", "--to", "api#brave-otter", "-s", "for the otter", cwd=api.parent)
+    assert reached.returncode == 0 and reached.stdout.strip() in there("tool")

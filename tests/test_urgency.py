@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import actions, codex, mailbox, render, waking
+from gitmail import actions, codex, delivery, mailbox, render, waking
 from gitmail.errors import UsageError
 from gitmail.mcp import tools
 from gitmail.store import hookfiles, sessions
@@ -47,7 +47,9 @@ def test_the_level_is_recorded_in_the_document_and_the_commit_message(box: Store
         actions.send(box, API, to="web", subject="x", urgency="loud")
 
 
-def test_more_urgent_mail_comes_first_then_the_oldest_and_the_count_holds_everything(box: Store) -> None:
+def test_more_urgent_mail_comes_first_then_the_oldest_and_the_count_holds_everything(
+    box: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     low = send(box, "FYI changelog moved", "low", 0, "x" * 2000)
     plain = send(box, "Review my PR", None, 1, "y" * 2000)
     now = send(box, "Stop: the schema changed", "now", 2, "z" * 2000)
@@ -55,7 +57,8 @@ def test_more_urgent_mail_comes_first_then_the_oldest_and_the_count_holds_everyt
     framed = actions.inbox(box, WEB, peek=True).text or ""
     order = [line.split("id ")[1][:10] for line in framed.splitlines() if line.startswith("--- message")]
     assert order == [now, cast, plain, low]
-    tight = actions.inbox(box, WEB, peek=True, budget=5_000).text or ""
+    monkeypatch.setitem(delivery.BUDGETS, WEB.via, 5_000)
+    tight = actions.inbox(box, WEB, peek=True).text or ""
     assert "Showing 2 of 4" in tight and now in tight and cast in tight and low not in tight
 
 

@@ -668,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
     """The command line, through the one error edge: a mistake in the command itself is a usage error like any
     other (exit 2, one line naming the help to read)."""
     words = list(argv if argv is not None else sys.argv[1:])
-    return edge.run(lambda: _run(words), where="gitmail " + " ".join(words))
+    return edge.run(lambda: _run(words), where="gitmail " + " ".join(words), words=commands.WORDS)
 
 
 def _run(argv: list[str]) -> int:

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from gitmail import actions, render
+from gitmail.actions import rules
 from gitmail.edge import say
 from gitmail.errors import GitmailError, UsageError
 from gitmail.store.opening import open_mailbox
@@ -16,7 +17,35 @@ from gitmail.values import urgency as levels
 from gitmail.values.address import Address
 from gitmail.values.message import MAX_BODY_BYTES
 from gitmail.values.names import RepoName
+from gitmail.values.phrase import spoken
 from gitmail.workspace import Actor, actor_at, current_directory, own_command, toplevel
+
+# The action layer's options as the command line spells them, in what its errors and notes say.
+WORDS = {
+    "to": "--to",
+    "broadcast": "--broadcast",
+    "reply_to": "--reply-to",
+    "retract": "--retract",
+    "subject": "--subject",
+    "body": "--message",
+    "urgency": "--urgency",
+    "attach": "--attach",
+    "patch": "--patch",
+    "or_repo": "--or-repo",
+    "ids": "message ids",
+    "everything": "--all",
+    "everyone": "--everyone",
+    "all_repos": "--all",
+    "repo": "--repo",
+    "sent": "--sent",
+    "thread": "--thread",
+    "handle": "REPO#SESSION",
+}
+
+
+def note(text: str) -> None:
+    """A note from the action layer, in the command line's words."""
+    say(f"note: {spoken(text, WORDS)}")
 
 
 def writer(named: str | None) -> Actor:
@@ -58,22 +87,26 @@ def send(
     attach: Sequence[str] = (),
     patch: str | None = None,
 ) -> None:
-    mode = actions.one_of({"--to": to, "--broadcast": broadcast, "--reply-to": reply_to, "--retract": retract})
-    if or_repo and mode != "--to":
-        raise UsageError("--or-repo goes with --to REPO#SESSION")
-    if retract is not None and (
-        subject is not None or message is not None or urgency is not None or attach or patch is not None
-    ):
-        raise UsageError("--retract takes no --subject, --message, --urgency, --attach or --patch")
-    levels.parse(urgency)  # a wrong level is refused before anything is read or written
-    if subject is None and mode in ("--to", "--broadcast"):
-        raise UsageError("a subject is required (--subject TEXT)")
-    me = writer(sender)
-    box = open_mailbox()
+    # The command line's `send` also takes a broadcast back: which of the two actions it is.
+    actions.one_of({"to": to, "broadcast": broadcast, "reply_to": reply_to, "retract": retract})
     if retract is not None:
-        result = actions.retract(box, me, retract)
+        rules.without(
+            "retract",
+            {
+                "subject": subject,
+                "body": message,
+                "urgency": urgency,
+                "attach": attach,
+                "patch": patch,
+                "or_repo": or_repo,
+            },
+        )
+        result = actions.retract(open_mailbox(), writer(sender), retract)
         say(render.retracted(result.id, result.changed))
         return
+    levels.parse(urgency)  # a wrong level is refused before anything is read or written
+    me = writer(sender)
+    box = open_mailbox()
     text = body(message)
     sent = actions.send(
         box,
@@ -88,8 +121,8 @@ def send(
         attach=attach,
         patch=patch,
     )
-    for note in sent.notes:
-        say(f"note: {note}")
+    for said in sent.notes:
+        note(said)
     print(sent.entry.message.id, flush=True)
     say(render.sent(sent.entry))
 
@@ -121,8 +154,6 @@ def inbox(*, repo: str | None, json_output: bool, peek: bool) -> None:
 
 
 def done(*, ids: Sequence[str], all_pending: bool, repo: str | None) -> None:
-    if bool(ids) == all_pending:
-        raise UsageError("name the messages to mark done, or pass --all (not both)")
     result = actions.done(open_mailbox(), writer(repo), ids=ids, everything=all_pending)
     for line in render.done(result):
         say(line)
@@ -138,17 +169,17 @@ def log(
     sent: bool,
     json_output: bool,
 ) -> None:
-    if everyone and (repo is not None or sent):
-        raise UsageError("--everyone takes no --repo or --sent")
-    name: RepoName | None = None
-    address = Address.parse(repo) if repo is not None and "#" in repo else None  # one session's mail
+    address = Address.parse(repo) if repo is not None else None  # a repo, or one session's mail
+    name = address.repo if address is not None else None
     if not everyone and thread is None:
-        who = reader(str(address.repo) if address is not None else repo)
+        who = reader(name)
         if who is None:
             return
         name = who.repo
     handle = address.handle if address is not None else None
-    entries = actions.log(open_mailbox(), repo=name, limit=count, grep=grep, thread=thread, sent=sent, handle=handle)
+    entries = actions.log(
+        open_mailbox(), repo=name, everyone=everyone, limit=count, grep=grep, thread=thread, sent=sent, handle=handle
+    )
     if json_output:
         print(render.dumps([render.as_json(e) for e in entries]))
     else:
@@ -173,15 +204,13 @@ def show(*, message_id: str, json_output: bool) -> None:
 
 
 def sessions(*, repo: str | None, everyone: bool, json_output: bool) -> None:
-    if everyone and repo is not None:
-        raise UsageError("--all takes no --repo")
     name: RepoName | None = None
     if not everyone:
         who = reader(repo)
         if who is None:
             return
         name = who.repo
-    found = actions.sessions_here(open_mailbox(), name)
+    found = actions.sessions_here(open_mailbox(), name, all_repos=everyone, named=repo)
     if json_output:
         print(render.dumps([render.session_json(v) for v in found]))
         return
@@ -224,7 +253,7 @@ def apply(*, message_id: str, name: str | None) -> None:
         sys.stderr.write(done.result.output if done.result.output.endswith("\n") else done.result.output + "\n")
         sys.stderr.flush()
     if done.note:
-        say(f"note: {done.note}")
+        note(done.note)
     what = f"{render.quote(done.attachment.name)} of {done.entry.message.id}"
     if done.result.ok:
         say(f"applied {what} to {done.top}")

@@ -117,7 +117,9 @@ def main(argv: list[str]) -> int | None:
     arguments = parse(spec, argv[0], argv[1:])
     if arguments is None:
         return None
-    return edge.run(lambda: _call(spec, arguments), where=" ".join(["gitmail", *argv]))
+    from gitmail.cli.commands import WORDS
+
+    return edge.run(lambda: _call(spec, arguments), where=" ".join(["gitmail", *argv]), words=WORDS)
 
 
 def _call(spec: Spec, arguments: dict[str, object]) -> int:

@@ -109,7 +109,7 @@ class Mailroom:
         except RootsWanted:
             return ask_for_roots()
         except GitmailError as error:  # one line naming the tool, as the argument checks do
-            said = str(error)
+            said = edge.said(error, tools.WORDS)
             return _failed(f"gitmail: error: {said if said.startswith(f'{name}: ') else f'{name}: {said}'}")
         except Exception as error:  # a bug: one line to the model, the traceback in the log
             return _failed(f"gitmail: {edge.described(error, f'mcp {name}')}")

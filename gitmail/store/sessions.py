@@ -26,11 +26,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gitmail.store import hookfiles
 from gitmail.store.files import read_line, write_line
 from gitmail.store.lock import Deadline
+from gitmail.values.sessions import Info as Info  # re-exported: its readers name it sessions.Info
 
 STALE_AFTER = 7 * 24 * 3600.0
 CLEAN_EVERY = 3600.0
@@ -240,29 +241,6 @@ def introduce(mailbox: Path, host: str, session_id: str, *, repo: str, top: str 
 
 
 # -- who is here ------------------------------------------------------------------------------------------------
-
-
-class Info(NamedTuple):
-    """One session as `gitmail sessions` shows it."""
-
-    host: str
-    id: str
-    repo: str  # its repository's mailbox name ("" when no hook of it has run in a repository)
-    top: str  # the work tree it works in
-    name: str  # the name it chose ("" when none)
-    card: str  # its one-line card ("" when none)
-    started: float  # when its hooks first saw it
-    active: float  # when it was last heard from
-    ended: float | None  # when it ended, if it did
-    end_reason: str
-    state: str  # "live" (in a turn), "idle", or "ended"
-    checked: bool  # whether its process could be asked (else the state rests on what its hooks last said)
-    pid: int | None
-    watch: bool  # its start asked to be woken when mail arrives (Claude Code's wake hook is installed)
-
-    @property
-    def key(self) -> str:
-        return f"{self.host}:{self.id}"
 
 
 def listing(mailbox: Path, repo: str | None = None) -> list[Info]:

@@ -23,7 +23,7 @@ class Address(NamedTuple):
     @classmethod
     def parse(cls, text: str) -> Address:
         """`api` or `api#handle`; a usage error for anything else."""
-        repo, hash_sign, handle = text.rpartition("#")  # a repo's own name may hold a "#" (c#lib#s1)
+        repo, hash_sign, handle = text.partition("#")  # read one way only: no repo's name holds a "#"
         if not hash_sign:
             return cls(RepoName.parse(text))
         if not HANDLE.fullmatch(handle):

@@ -143,6 +143,8 @@ def name_problem(raw: str) -> str | None:
         return "it is empty"
     if "/" in raw:
         return "it contains '/'"
+    if "#" in raw:  # `repo#HANDLE` addresses one session of a repo: a name holding one could stand for a session
+        return "it contains '#', which separates a repository from one of its sessions"
     if UNSAFE_TEXT.search(raw):
         return "it contains control characters"
     if raw.startswith("_"):

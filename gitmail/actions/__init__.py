@@ -1,0 +1,94 @@
+"""The action layer: everything a person, a session or a client can ask of gitmail, as functions that take typed
+arguments and return typed results (what was written, and notes for the user). The command line, the hooks, the
+MCP server and the web view only translate their input into these calls and format what comes back. Every rule a
+request is held to is checked here, once; errors and notes name options by their neutral names (values/phrase.py)
+and each adapter says them in its own words. This is also gitmail's Python API:
+
+    from gitmail import actions
+    from gitmail.values.names import RepoName
+    from gitmail.workspace import Actor
+
+    box = actions.open_mailbox()                      # ~/.gitmail/mail.git, or $GITMAIL_DIR, or a path
+    api, web = Actor(RepoName("api")), Actor(RepoName("web"))
+    sent = actions.send(box, api, to="web", subject="Schema v2 is live", body="Orders have a status column.")
+    mail = actions.inbox(box, web)                    # .text (framed as a session sees it), .shown, .mail
+    actions.send(box, web, reply_to=sent.entry.message.id, body="Switched.")
+    actions.done(box, api, ids=[...])
+    # files read from the current directory, and a patch of the repository there (docs/attachments.md)
+    actions.send(box, api, to="web", subject="The fix", attach=["fixture.json"], patch="HEAD~1")
+    actions.save_attachment(box, "7kq2", "fixture.json")   # into the current directory
+    actions.apply(box, Actor(RepoName("web"), Path.home() / "src" / "web"), "7kq2")   # into that repository
+
+Expected failures raise `gitmail.errors.GitmailError` (a usage mistake is its subclass `UsageError`).
+
+One module per job: sending.py, reading.py, handling.py (done, reopen), addressing.py (sessions as addresses),
+attaching.py (files and patches), syncing.py, keys.py; rules.py (the checks every adapter shares) and written.py
+(what follows every write of mail).
+"""
+
+from gitmail.actions.addressing import (
+    SESSION_NAME,
+    Destination,
+    destination,
+    find_session,
+    name_session,
+    session_of,
+    sessions_here,
+    this_session,
+)
+from gitmail.actions.attaching import APPLY_OUTSIDE, UNCOMMITTED, Patched, Saved, apply, gather, save_attachment
+from gitmail.actions.handling import done, reopen
+from gitmail.actions.keys import allowed_signers, init_key, keys, revoke_key, trust_key, use_key
+from gitmail.actions.reading import HOOK_WAIT, Shown, at_moment, inbox, known, log, record, session_ended, show
+from gitmail.actions.rules import one_of
+from gitmail.actions.sending import Retracted, Sent, retract, send
+from gitmail.actions.syncing import add_remote, change_remote, remotes, remove_remote, sync
+from gitmail.store.opening import open_mailbox
+from gitmail.values.sessions import SessionView
+
+__all__ = [
+    "APPLY_OUTSIDE",
+    "HOOK_WAIT",
+    "SESSION_NAME",
+    "UNCOMMITTED",
+    "Destination",
+    "Patched",
+    "Retracted",
+    "Saved",
+    "Sent",
+    "SessionView",
+    "Shown",
+    "add_remote",
+    "allowed_signers",
+    "apply",
+    "at_moment",
+    "change_remote",
+    "destination",
+    "done",
+    "find_session",
+    "gather",
+    "init_key",
+    "inbox",
+    "keys",
+    "known",
+    "log",
+    "name_session",
+    "one_of",
+    "open_mailbox",
+    "record",
+    "remotes",
+    "remove_remote",
+    "reopen",
+    "retract",
+    "revoke_key",
+    "save_attachment",
+    "send",
+    "session_ended",
+    "session_of",
+    "sessions_here",
+    "show",
+    "sync",
+    "this_session",
+    "trust_key",
+    "use_key",
+]

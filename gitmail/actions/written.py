@@ -1,0 +1,33 @@
+"""What follows every write of mail, whichever verb made it: the sending repository's claim on its name, a sync
+with remotes that sync by themselves, and, where mail arrived for someone, the waking of idle sessions it is for.
+Each verb calls `after_writing` once its own write is durable; none of it ever fails the verb."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gitmail import arrivals
+from gitmail.store.claims import claim
+from gitmail.store.repository import Store
+from gitmail.values.mail import Entry
+from gitmail.workspace import Actor
+
+EVERYONE = None  # `arrived`: mail for every repository (a broadcast, or what a sync brought in)
+
+
+def after_writing(box: Store, actor: Actor | None, *, arrived: Iterable[Entry] | None = ()) -> None:
+    """After a write by `actor` (None: nobody in particular, as a sync): its claim, a background sync, and the
+    waking of idle sessions for the mail that `arrived` (EVERYONE: for every repository)."""
+    if actor is not None and actor.here is not None:
+        claim(box, repo=actor.repo, path=actor.here)
+    from gitmail.sync import background
+
+    background.after_send(box)
+    if arrived is EVERYONE:
+        arrivals.after_arrival(box, None)
+        return
+    entries = list(arrived)
+    if any(e.message.is_broadcast for e in entries):
+        arrivals.after_arrival(box, None)
+    elif entries:
+        arrivals.after_arrival(box, sorted({e.message.to for e in entries}))
