@@ -1039,10 +1039,10 @@ def _hooks(home: Path) -> list[Finding]:
     """Each host's gitmail hooks (`gitmail.install.status`): installed for which moments, still running, trusted
     by Codex; and the plugin, which installed hooks would double."""
     from gitmail import __version__
-    from gitmail.install import hooks as install
+    from gitmail.install.status import status
 
     findings = []
-    for host in install.status(home):
+    for host in status(home):
         plugin = host.host == "claude" and _plugin_enabled(home)
         if not host.installed and not host.path.parent.is_dir():
             continue  # that host is not on this machine

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
-from gitmail.install.hooks import MARK
+from gitmail.install.hook_commands import MARK
 from gitmail.store import keys
 from gitmail.store.claims import load_claims
 from gitmail.store.repository import Store

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmail.install.hooks import hook_script
+from gitmail.install.hook_commands import hook_script
 from gitmail.store import hookfiles, location
 from gitmail.values.names import RepoName
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -11,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
-from gitmail.install import codex_trust, jsonedit
-from gitmail.install import hooks as installer
-from gitmail.install.hooks import MARK, hook_command
+from gitmail.install import codex_trust, hook_commands, host_hooks, jsonedit
+from gitmail.install.hook_commands import MARK, hook_command
+from gitmail.install.settings import apply
+from gitmail.install.status import status
 from gitmail.store.repository import Store
 from tests.conftest import REAL_HOME, CliRunner, RepoFactory
 
@@ -98,7 +100,7 @@ def test_install_twice_then_uninstall_gives_back_the_very_same_bytes(
     installed = settings(home).read_text()
     after = json.loads(installed)
     assert {event: ours(after, event) for event in CLAUDE_EVENTS} == {
-        event: [entry] for event, entry in installer.entries("claude").items()
+        event: [entry] for event, entry in hook_commands.entries("claude").items()
     }
     for event in CLAUDE_EVENTS:  # each in a group of its own with no matcher: every source, every tool
         assert {"hooks": ours(after, event)} in after["hooks"][event]
@@ -151,6 +153,42 @@ def test_without_a_settings_file_install_creates_it_and_uninstall_removes_it(
     result = cli("uninstall", "--claude")
     assert "removed (gitmail had created it)" in result.err
     assert not settings(home).exists()
+
+
+def test_a_settings_file_keeps_its_permissions_and_a_new_one_is_readable(
+    cli: CliRunner, home: Path, path_without_hosts: Path
+) -> None:
+    umask = os.umask(0o077)
+    try:
+        assert cli("install", "--claude").code == 0
+        assert settings(home).stat().st_mode & 0o7777 == 0o644  # whatever the umask, as hosts expect to read it
+        assert cli("uninstall", "--claude").code == 0
+        settings(home).write_text('{"model": "opus"}\n')
+        settings(home).chmod(0o600)
+        assert cli("install", "--claude").code == 0
+        assert settings(home).stat().st_mode & 0o7777 == 0o600  # the user's choice, kept
+    finally:
+        os.umask(umask)
+    assert sorted(p.name for p in settings(home).parent.iterdir()) == ["settings.json", "settings.json.gitmail-backup"]
+
+
+def test_a_settings_file_the_disk_refuses_is_one_error_line_and_left_as_it_was(
+    cli: CliRunner, home: Path, path_without_hosts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings(home).parent.mkdir()
+    settings(home).write_text('{"model": "opus"}\n')
+    replace = os.replace
+
+    def full_disk(source: str, target: str) -> None:
+        if Path(target) == settings(home):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    result = cli("install", "--claude")
+    assert (result.code, result.err) == (1, f"gitmail: error: cannot write {settings(home)}: the disk is full\n")
+    assert settings(home).read_text() == '{"model": "opus"}\n'
+    assert sorted(p.name for p in settings(home).parent.iterdir()) == ["settings.json", "settings.json.gitmail-backup"]
 
 
 def test_a_stale_entry_is_updated_where_it_stands_and_duplicates_dropped(
@@ -479,7 +517,7 @@ def test_a_mailbox_of_its_own_is_created_and_made_writable(
 
 
 def codex_entries(python: str | None = None) -> list[tuple[str, dict[str, object]]]:
-    return list(installer.entries("codex", python=python).items())
+    return list(hook_commands.entries("codex", python=python).items())
 
 
 def test_without_a_codex_to_ask_the_hooks_are_trusted_with_the_hash_codex_computes(
@@ -649,12 +687,12 @@ def test_no_trust_says_plainly_what_codex_will_do(cli: CliRunner, home: Path, pa
 
 
 def test_status_lists_the_moments_their_command_and_trust(home: Path, path_without_hosts: Path) -> None:
-    assert [(s.host, s.installed, s.runs, s.trust, s.moments) for s in installer.status(home)] == [
+    assert [(s.host, s.installed, s.runs, s.trust, s.moments) for s in status(home)] == [
         ("claude", False, None, None, ()),
         ("codex", False, None, None, ()),
     ]
-    installer.apply(installer.plan(home=home, hosts=installer.HOSTS, install=True))
-    found = installer.status(home)
+    apply(host_hooks.plan(home=home, hosts=host_hooks.HOSTS, install=True))
+    found = status(home)
     assert [(s.host, s.installed, s.runs, s.trust, s.moments) for s in found] == [
         ("claude", True, True, None, ("start", "tool", "prompt", "stop", "wake", "end")),
         ("codex", True, True, "trusted", ("start", "tool", "prompt", "stop", "end")),
@@ -663,16 +701,16 @@ def test_status_lists_the_moments_their_command_and_trust(home: Path, path_witho
     assert f"sessions may write {home / '.gitmail'} from Codex's sandbox" in found[1].detail
     hooks = codex_dir(home) / "hooks.json"
     hooks.write_text(hooks.read_text().replace('"timeout": 10', '"timeout": 20', 1))
-    assert installer.status(home, ["codex"])[0].trust == "modified"
+    assert status(home, ["codex"])[0].trust == "modified"
     (codex_dir(home) / "config.toml").unlink()
-    codex = installer.status(home, ["codex"])[0]
+    codex = status(home, ["codex"])[0]
     assert codex.trust == "untrusted" and "does not let sessions write" in codex.detail
-    fewer = installer.plan(home=home, hosts=["claude"], install=True, moments=("start", "stop"))
-    installer.apply(fewer)
-    assert installer.status(home, ["claude"])[0].moments == ("start", "stop")
-    gone = installer.plan(home=home, hosts=["claude"], install=True, python="/gone/venv/bin/python")
-    installer.apply(gone)
-    claude = installer.status(home, ["claude"])[0]
+    fewer = host_hooks.plan(home=home, hosts=["claude"], install=True, moments=("start", "stop"))
+    apply(fewer)
+    assert status(home, ["claude"])[0].moments == ("start", "stop")
+    gone = host_hooks.plan(home=home, hosts=["claude"], install=True, python="/gone/venv/bin/python")
+    apply(gone)
+    claude = status(home, ["claude"])[0]
     assert claude.runs is False and "/gone/venv/bin/python no longer runs gitmail" in claude.detail
 
 
@@ -680,10 +718,10 @@ def test_status_lists_the_moments_their_command_and_trust(home: Path, path_witho
 
 
 def test_every_moment_gets_its_command_and_codex_has_no_wake(home: Path) -> None:
-    script = str(installer.hook_script())
+    script = str(hook_commands.hook_script())
     assert os.path.exists(script)  # shipped with the package
     python = sys.executable
-    claude = installer.entries("claude")
+    claude = hook_commands.entries("claude")
     assert claude == {
         "SessionStart": {
             "type": "command",
@@ -719,11 +757,11 @@ def test_every_moment_gets_its_command_and_codex_has_no_wake(home: Path) -> None
             "timeout": 3,
         },
     }
-    codex = installer.entries("codex", python="/opt/my venv/bin/python")
+    codex = hook_commands.entries("codex", python="/opt/my venv/bin/python")
     assert list(codex) == CODEX_EVENTS
     assert codex["PostToolUse"]["command"] == f"sh {script} tool codex '/opt/my venv/bin/python' || true # gitmail:tool"
     assert "--watch" not in str(codex["SessionStart"]["command"])  # nothing to wake
-    assert "--watch" not in str(installer.entries("claude", ("start", "tool"))["SessionStart"]["command"])
+    assert "--watch" not in str(hook_commands.entries("claude", ("start", "tool"))["SessionStart"]["command"])
 
 
 def test_moments_choose_what_is_installed_and_a_new_choice_replaces_the_old(
@@ -787,8 +825,8 @@ def test_an_older_install_with_session_start_only_is_brought_up_to_every_moment(
 
 def test_the_plugin_hooks_match_what_install_writes() -> None:
     plugin = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
-    assert list(plugin) == list(installer.entries("claude"))  # the same moments, through the same events
-    for event, entry in installer.entries("claude").items():
+    assert list(plugin) == list(hook_commands.entries("claude"))  # the same moments, through the same events
+    for event, entry in hook_commands.entries("claude").items():
         [group] = plugin[event]
         assert "matcher" not in group and group["hooks"][0].get("asyncRewake") == entry.get("asyncRewake")
 
@@ -825,8 +863,8 @@ def test_the_installed_moments_answer_as_each_host_expects(
     home: Path, repos: RepoFactory, path_without_hosts: Path
 ) -> None:
     web = repos("web")
-    claude = {event: str(entry["command"]) for event, entry in installer.entries("claude").items()}
-    codex = {event: str(entry["command"]) for event, entry in installer.entries("codex").items()}
+    claude = {event: str(entry["command"]) for event, entry in hook_commands.entries("claude").items()}
+    codex = {event: str(entry["command"]) for event, entry in hook_commands.entries("codex").items()}
     start = run_installed_hook(claude["SessionStart"], web)
     assert start.returncode == 0 and start.stdout == b""  # no mailbox yet: nothing to say, nothing to watch
     mailbox.send(Store(), sender="api", to="web", subject="first")
@@ -860,7 +898,7 @@ def test_installed_moments_never_fail_a_session_when_gitmail_is_gone(
 ) -> None:
     web = repos("web")
     mailbox.send(Store(), sender="api", to="web", subject="pending")
-    for event, entry in installer.entries("claude", python="/gone/venv/bin/python").items():
+    for event, entry in hook_commands.entries("claude", python="/gone/venv/bin/python").items():
         done = run_installed_hook(str(entry["command"]), web, session=event)
         assert done.returncode == (127 if event == "FileChanged" else 0), (event, done)  # 127: no wake, no error
 

@@ -1,7 +1,8 @@
 """The package's shape: every import of every module (at the top, inside functions, and for typing only) goes to
-its own layer or one below, and there is no import cycle anywhere. Layers, lowest first: the value types; the
-mailbox on disk; where a command works and the error edge; mail and sync over the store; text; the delivery
-policy; the action layer; the adapters and wings; the command line, which routes to them; the process's entry."""
+its own layer or one below, there is no import cycle anywhere, and no module uses another's private names. Layers,
+lowest first: the value types; the mailbox on disk; where a command works and the error edge; mail and sync over the
+store; text; the delivery policy; the action layer; the adapters and wings; the command line, which routes to them;
+the process's entry."""
 
 from __future__ import annotations
 
@@ -56,6 +57,49 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
     return {module for module in found if module in known and module != name}
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_uses(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every private name (`_x`, not a dunder) of another gitmail module that `name` imports (`from gitmail.x import
+    _y`) or reaches as an attribute of a module it imported (`x._y`, `gitmail.x._y`), wherever in the file."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), str(path))
+    bound: dict[str, str] = {}  # a name in this file -> the gitmail module it stands for
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known:
+                    bound[alias.asname or "gitmail"] = alias.name if alias.asname else "gitmail"
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
+            if base not in known:
+                continue
+            for alias in node.names:
+                if f"{base}.{alias.name}" in known:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+                elif _private(alias.name) and base != name:
+                    found.add(f"{base}.{alias.name}")
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+            continue
+        trail, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            trail.append(value.attr)
+            value = value.value
+        if isinstance(value, ast.Name) and value.id in bound:
+            owner = ".".join([bound[value.id], *reversed(trail)])
+            if owner in known and owner != name:
+                found.add(f"{owner}.{node.attr}")
+    return found
+
+
 def layer(name: str) -> int:
     matches = [
         (len(prefix), index)
@@ -105,6 +149,37 @@ def test_the_walk_sees_imports_inside_functions_and_for_typing(tmp_path: Path) -
     assert imports("gitmail.x", hidden, {"gitmail.actions", "gitmail.delivery", "gitmail.x"}) == {
         "gitmail.actions",
         "gitmail.delivery",
+    }
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    """What a module shares it makes public; its own `_names` are its own business."""
+    known = set(modules())
+    found = {name: sorted(uses) for name, path in modules().items() if (uses := private_uses(name, path, known))}
+    assert found == {}, f"private names used outside their module: {found}"
+
+
+def test_the_walk_sees_private_names_imported_or_reached_through_a_module(tmp_path: Path) -> None:
+    """The test above can fail: a private name imported, even relatively or in a function, or reached through any
+    spelling of a module counts; a module's own privates, dunders, and privates of what is not a module do not."""
+    x = tmp_path / "gitmail" / "install" / "x.py"
+    x.parent.mkdir(parents=True)
+    x.write_text(
+        "import gitmail.store.files\nimport gitmail.store.refs as refs\nfrom gitmail import delivery, __version__\n"
+        "from gitmail.install import jsonedit\nfrom gitmail.install.jsonedit import Node\n"
+        "def f():\n    from .settings import _read\n    from gitmail.install.x import _own\n"
+        "    return (gitmail.store.files._temporary, refs._packed, delivery._table, jsonedit.__doc__,\n"
+        "            Node._replace, _own, _read)\n"
+    )
+    known = {
+        "gitmail", "gitmail.delivery", "gitmail.install", "gitmail.install.jsonedit", "gitmail.install.settings",
+        "gitmail.install.x", "gitmail.store", "gitmail.store.files", "gitmail.store.refs",
+    }  # fmt: skip
+    assert private_uses("gitmail.install.x", x, known) == {
+        "gitmail.install.settings._read",
+        "gitmail.store.files._temporary",
+        "gitmail.store.refs._packed",
+        "gitmail.delivery._table",
     }
 
 

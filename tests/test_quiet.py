@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
-from gitmail.install import hooks as install
+from gitmail.install.hook_commands import hook_script
 from gitmail.store.repository import Store
 from tests.conftest import RepoFactory
 
-SCRIPT = str(install.hook_script())
+SCRIPT = str(hook_script())
 STRACE = shutil.which("strace")
 
 # How hook.sh starts Python: never importing a `gitmail` from the session's own directory.

@@ -13,6 +13,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.errors import MailboxError
+from gitmail.store.files import write_atomically
 from gitmail.store.repository import Store
 from gitmail.store.writer import writing
 from gitmail.values.layout import ROOT, State, latest, locate
@@ -294,3 +295,22 @@ def test_a_kept_reader_refuses_a_request_that_would_break_its_protocol(box: Stor
             kept.read(["HEAD\nrefs/gitmail/x"])
     finally:
         kept.close()
+
+
+def test_an_atomic_write_is_private_unless_told_and_can_keep_the_mode_a_file_had(tmp_path: Path) -> None:
+    folder = tmp_path / "files"
+    folder.mkdir()
+    umask = os.umask(0o077)
+    try:
+        ours, theirs = folder / "record", folder / "settings.json"
+        write_atomically(ours, b"mine")
+        write_atomically(theirs, b"{}", mode=0o644, keep_mode=True)  # new: exactly `mode`, whatever the umask
+        assert (ours.stat().st_mode & 0o7777, theirs.stat().st_mode & 0o7777) == (0o600, 0o644)
+        theirs.chmod(0o640)
+        write_atomically(theirs, b'{"a": 1}', mode=0o644, keep_mode=True)  # there: the mode it had
+        assert theirs.stat().st_mode & 0o7777 == 0o640 and theirs.read_bytes() == b'{"a": 1}'
+        write_atomically(theirs, b"{}")
+        assert theirs.stat().st_mode & 0o7777 == 0o600
+    finally:
+        os.umask(umask)
+    assert sorted(p.name for p in folder.iterdir()) == ["record", "settings.json"]  # no temporary file left

@@ -18,7 +18,7 @@ from gitmail.sync.remotes import DEFAULT_INTERVAL, redact
 from gitmail.workspace import current_directory, place
 
 if TYPE_CHECKING:
-    from gitmail.install import hooks as install_module
+    from gitmail.install.settings import Plan
 
 app = typer.Typer(
     name="gitmail",
@@ -369,20 +369,21 @@ def install(
     """Install the hooks that deliver mail into sessions, for Claude Code and/or Codex (default: whichever is found
     on this machine), at every moment the host offers (--moments to choose); with --mcp, register the MCP server
     instead. Running it again changes nothing."""
-    from gitmail.install import hooks as installer
+    from gitmail.install import codex_hooks, host_hooks
+    from gitmail.install.hook_commands import parse_moments
 
-    chosen = installer.parse_moments(moments)
+    chosen = parse_moments(moments)
     home = Path.home()
-    hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or installer.detect_hosts(home)
+    hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or host_hooks.detect(home)
     if not hosts:
         raise GitmailError("found neither Claude Code (~/.claude) nor Codex (~/.codex); pass --claude or --codex")
     if mcp:
         _extra("gitmail.mcp.server", "mcp", "gitmail install --mcp")  # a server that cannot start helps nobody
-        from gitmail.install import mcp as mcpconfig
+        from gitmail.install import mcp_registration
 
-        return _carry_out(mcpconfig.plan(home=home, hosts=hosts, install=True), dry_run)
-    version = installer.codex_version() if "codex" in hosts else None
-    plan = installer.plan(
+        return _carry_out(mcp_registration.plan(home=home, hosts=hosts, install=True), dry_run)
+    version = codex_hooks.version() if "codex" in hosts else None
+    plan = host_hooks.plan(
         home=home, hosts=hosts, install=True, moments=chosen, codex_version=version, trust=not no_trust
     )
     _carry_out(plan, dry_run)
@@ -394,26 +395,27 @@ def uninstall(
 ) -> None:
     """Remove exactly what `gitmail install` added (default: from both hosts); with --mcp, the MCP server
     registration `gitmail install --mcp` added."""
-    from gitmail.install import hooks as installer
+    from gitmail.install import host_hooks
 
-    hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or list(installer.HOSTS)
+    hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or list(host_hooks.HOSTS)
     if mcp:
-        from gitmail.install import mcp as mcpconfig
+        from gitmail.install import mcp_registration
 
-        return _carry_out(mcpconfig.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
-    _carry_out(installer.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
+        return _carry_out(mcp_registration.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
+    _carry_out(host_hooks.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
 
 
-def _carry_out(plan: install_module.Plan, dry_run: bool) -> None:
-    from gitmail.install import hooks as installer
+def _carry_out(plan: Plan, dry_run: bool) -> None:
+    from gitmail.install import settings
 
     if dry_run:
         for change in plan.changes:
             print(change.diff() or f"{change.path}: unchanged", end="" if change.changed else "\n")
-        if plan.trust:
-            say(f"note: {installer.TRUST_PREVIEW}")
+        for step in plan.steps:
+            if step.preview:
+                say(f"note: {step.preview}")
     else:
-        for line in installer.apply(plan):
+        for line in settings.apply(plan):
             say(line)
     if not plan.changes:
         say("nothing to change")

@@ -30,10 +30,10 @@ from typing import Any, NamedTuple
 import tomlkit
 from tomlkit.items import InlineTable, Table
 
+from gitmail.install.hook_settings import Position
+
 DEFAULT_TIMEOUT = 600  # seconds; what Codex assumes when an entry names none
 APP_SERVER_DEADLINE = 20.0  # seconds for the whole conversation with `codex app-server`
-
-Position = tuple[str, int, int]  # (event as hooks.json names it, group, handler)
 
 
 class Listed(NamedTuple):

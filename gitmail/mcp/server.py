@@ -408,7 +408,7 @@ def _holds_surrogate(value: object, depth: int = 0) -> bool:
 
 def config(python: str | None = None) -> dict[str, Any]:
     """The server entry MCP clients take: this interpreter, so no virtualenv needs to be active."""
-    from gitmail.install.mcp import server_args
+    from gitmail.install.mcp_registration import server_args
 
     return {"command": python or sys.executable, "args": server_args()}
 

@@ -12,11 +12,26 @@ from pathlib import Path
 from gitmail.errors import Unwritable
 
 
-def write_atomically(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+def write_atomically(
+    path: str | os.PathLike[str],
+    data: bytes,
+    *,
+    durable: bool = True,
+    mode: int | None = None,
+    keep_mode: bool = False,
+) -> None:
     """Replace `path` with `data`: a reader sees the old content or the new, never a part. `durable` syncs the file
     and its directory to disk (a record that must survive power loss); without it a crash may lose the write, never
-    tear it (caches, hints). Raises Unwritable (a MailboxError), in one line, when the file system refuses."""
+    tear it (caches, hints). The file is private to its owner (0600, less the umask) unless `mode` sets its
+    permissions exactly; `keep_mode` gives a file that exists the permissions it had, so someone else's file (a
+    host's settings) stays as readable as its owner made it. Raises Unwritable (a MailboxError), in one line, when
+    the file system refuses."""
     target = Path(path)
+    if keep_mode:
+        try:
+            mode = os.stat(target).st_mode & 0o7777
+        except OSError:
+            pass  # none to keep (no such file), or the write below says why not
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}")
     try:  # not tempfile: the hooks write with this, and importing tempfile costs them milliseconds
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
@@ -24,6 +39,8 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, durable: bool
         raise unwritable(target.parent, error) from None
     try:
         with os.fdopen(fd, "wb") as handle:
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             if durable:

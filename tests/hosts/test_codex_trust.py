@@ -11,7 +11,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.install import codex_trust
-from gitmail.install import hooks as installer
+from gitmail.install.status import status
 from gitmail.store.repository import Store
 from tests.hosts.harness import Codex, World
 
@@ -85,8 +85,8 @@ def test_status_reports_what_codex_reports(world: World, monkeypatch: pytest.Mon
         monkeypatch.setenv(name, world.env()[name])
     world.gitmail("install", "--claude")
     world.gitmail("install", "--codex", "--no-trust")
-    found = {s.host: s for s in installer.status(world.home)}
+    found = {s.host: s for s in status(world.home)}
     assert (found["claude"].installed, found["claude"].runs, found["claude"].trust) == (True, True, None)
     assert (found["codex"].installed, found["codex"].runs, found["codex"].trust) == (True, True, "untrusted")
     world.gitmail("install", "--codex")
-    assert installer.status(world.home, ["codex"])[0].trust == "trusted"
+    assert status(world.home, ["codex"])[0].trust == "trusted"

@@ -4,10 +4,10 @@
   (`$CLAUDE_CONFIG_DIR/.claude.json` when that is set): the same place `claude mcp add --scope user` writes.
 - Codex keeps them as `[mcp_servers.NAME]` tables in `$CODEX_HOME/config.toml` (default `~/.codex`).
 
-The same guarantees as the hook installer, planned as the same `install.Change`s it writes: a second install changes
-no byte; install then uninstall gives back the very same bytes; every other key, comment and indentation stays as it
-was (the JSON is edited in place, the TOML with tomlkit); a file that does not parse is refused untouched; an entry
-named gitmail that runs something else is refused, not overwritten.
+The same guarantees as gitmail's hooks, planned as the same `settings.Change`s and written by the same engine: a
+second install changes no byte; install then uninstall gives back the very same bytes; every other key, comment and
+indentation stays as it was (the JSON is edited in place, the TOML with tomlkit); a file that does not parse is
+refused untouched; an entry named gitmail that runs something else is refused, not overwritten.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import tomlkit
 
 from gitmail.errors import GitmailError
 from gitmail.install import jsonedit
-from gitmail.install.hooks import BACKUP, Change, Plan, _load_json, _read, codex_home
+from gitmail.install.codex_hooks import codex_home
+from gitmail.install.settings import Change, Plan, backup_of, gitmail_made, load_json, read
 
 NAME = "gitmail"
 TOML_MARK = "# added by gitmail"
@@ -87,10 +88,10 @@ def plan(*, home: Path, hosts: Sequence[str], install: bool, python: str | None 
 
 
 def _claude(path: Path, install: bool, entry: dict[str, Any]) -> Change | None:
-    before = _read(path)
+    before = read(path)
     if before is None and not install:
         return None
-    data = _load_json(path, before)
+    data = load_json(path, before)
     current = _ours(path, data.get("mcpServers", {}), "'mcpServers' is not an object", f"an MCP server named {NAME!r}")
     if (current == entry) if install else (current is None):
         return Change(path, before, before) if before is not None else None
@@ -102,7 +103,7 @@ def _claude(path: Path, install: bool, entry: dict[str, Any]) -> Change | None:
     else:
         del wanted["mcpServers"][NAME]
         after = _claude_uninstall(text, path)
-        if not json.loads(after) and not path.with_name(path.name + BACKUP).exists():
+        if not json.loads(after) and gitmail_made(path):
             return Change(path, before, None)  # gitmail made this file: uninstall removes it
     if _without_empty(json.loads(after), "mcpServers") != _without_empty(wanted, "mcpServers"):
         raise GitmailError(f"{path}: could not edit it safely; change gitmail's MCP server entry by hand")
@@ -151,7 +152,7 @@ def _claude_uninstall(text: str, path: Path) -> str:
 
 def _had_servers(path: Path) -> bool:
     """Whether the file had an `mcpServers` object before gitmail first changed it (its backup says)."""
-    backup = _read(path.with_name(path.name + BACKUP))
+    backup = read(backup_of(path))
     try:
         return backup is not None and "mcpServers" in json.loads(backup)
     except ValueError:
@@ -162,7 +163,7 @@ def _had_servers(path: Path) -> bool:
 
 
 def _codex(path: Path, install: bool, entry: dict[str, Any]) -> Change | None:
-    before = _read(path)
+    before = read(path)
     if before is None and not install:
         return None
     text = before or ""
@@ -183,7 +184,7 @@ def _codex(path: Path, install: bool, entry: dict[str, Any]) -> Change | None:
     else:
         del wanted["mcp_servers"][NAME]
         after = _codex_uninstall(text, document)
-        if not after.strip() and not path.with_name(path.name + BACKUP).exists():
+        if not after.strip() and gitmail_made(path):
             return Change(path, before, None)  # gitmail made this file: uninstall removes it
     got = json.loads(json.dumps(tomllib.loads(after), default=str))
     if _without_empty(got, "mcp_servers") != _without_empty(wanted, "mcp_servers"):
