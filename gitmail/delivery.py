@@ -122,9 +122,23 @@ class Delivery(NamedTuple):
     # keeps to repeat must be forgotten if that write fails, or the receipts would never be written)
     unrecorded: str | None = None  # one line: what this showing could not record (a full disk); the text ends with it
     generic: bool = True  # what any new session of the repo would be shown: nothing was this session's own
+    quiet: tuple[str, ...] = ()  # the moments at which, while `stamps` hold, the session has nothing to do
 
 
 NOTHING = render.Selection((), ())
+
+
+QUIET = (Moment.TOOL, Moment.PROMPT, Moment.STOP, Moment.WAKE)  # with no new mail these have nothing to do
+
+
+class _Read(NamedTuple):
+    """What a delivery found before it decides: the mail, the stamps it was read at, and what it could not do."""
+
+    mail: Pending
+    stamps: str
+    generic: bool  # nothing pending is this session's own (from it, or for it alone)
+    busy: bool  # the mailbox was busy: nothing more is waited for
+    unrecorded: list[tuple[str, str]]  # what this showing could not record, and why (a full disk)
 
 
 def deliver(
@@ -143,16 +157,42 @@ def deliver(
     `watch`: the session start asks to be woken when mail arrives.
     `defer`: receipts of directed mail are returned (`Delivery.recording`) for the caller to write after it has
     answered, instead of being written before. The text keeps within its reader's budget (BUDGETS)."""
-    budget = BUDGETS.get(actor.via)
-    empty = Delivery(None, Pending(actor.repo), NOTHING)
     carried = capability(actor.via, moment)
     if carried is None or carried.channel is None or not store.exists():
-        return empty
+        return Delivery(None, Pending(actor.repo), NOTHING)
     if moment is Moment.WAKE and not wake_enabled(store):
-        return empty
+        return Delivery(None, Pending(actor.repo), NOTHING)
+    found = _read(store, actor, moment, deadline, peek)
+    show = _Showing(
+        store, actor, moment, carried.channel, deadline, found.busy, BUDGETS.get(actor.via), peek, command, defer,
+        found.unrecorded,
+    )  # fmt: skip
+    session = actor.session
+    if session is None or peek:
+        return _noting(show(found.mail, None), found.unrecorded)
+    with sessions.record(store.path, session.host, session.id, deadline) as record:
+        if record is None:  # no record to be had: behave as a session that knows nothing yet
+            return _noting(show(found.mail, None), found.unrecorded)
+        _begin(store, actor, moment, record, watch)
+        delivery = _in_session(store, moment, record, found.mail, show, carried.channel, continuing)
+        if moment not in (Moment.STOP, Moment.WAKE) or (
+            delivery.text is not None and carried.channel is not Channel.NUDGE
+        ):
+            record.set("stamps", found.stamps)  # a queued turn's own hooks must see the mail as new: not after a nudge
+        settled = delivery.settled and stamps.read(store.path, actor.repo) == found.stamps
+        delivery = delivery._replace(
+            settled=settled, stamps=found.stamps, record=dict(record.data), generic=found.generic, quiet=record.quiet
+        )
+    if record.unsaved is not None:  # the record is written once the block is over
+        found.unrecorded.append(("what this session was shown", refused(record.unsaved)))
+    return _noting(delivery, found.unrecorded)
+
+
+def _read(store: Store, actor: Actor, moment: Moment, deadline: Deadline, peek: bool) -> _Read:
+    """The claim on the repo's name (when a reader starts or asks), the stamps, and the mail for the session."""
     busy = False
     claimed_by = None
-    unrecorded: list[tuple[str, str]] = []  # what this showing could not record, and why (a full disk)
+    unrecorded: list[tuple[str, str]] = []
     if actor.here is not None and moment in (Moment.START, Moment.INBOX) and not peek:
         try:
             claimed_by = claim(store, repo=actor.repo, path=actor.here, timeout=deadline.left())
@@ -161,64 +201,68 @@ def deliver(
         except Unwritable as error:
             unrecorded.append(("which repository uses this name", error.reason))
     seen_stamps = stamps.read(store.path, actor.repo)  # before reading: a later send is then noticed next time
-    also = aliases(store, actor)
-    mail = mailbox.pending(store, repo=actor.repo, also=also, deadline=Deadline(0) if busy else deadline)
+    mail = mailbox.pending(
+        store, repo=actor.repo, also=aliases(store, actor), deadline=Deadline(0) if busy else deadline
+    )
     me = actor.session.key if actor.session is not None else None
     generic = not any(me in (e.message.from_session, e.message.to_session) for e in [*mail.directed, *mail.broadcasts])
     mail = for_session(store, actor, mail)._replace(claimed_by=claimed_by)
-    show = _Showing(store, actor, moment, carried.channel, deadline, busy, budget, peek, command, defer, unrecorded)
+    return _Read(mail, seen_stamps, generic, busy, unrecorded)
+
+
+def _begin(store: Store, actor: Actor, moment: Moment, record: sessions.Record, watch: bool) -> None:
+    """What the moment itself changes in the session's record: a start forgets what the session knew."""
     session = actor.session
-    if session is None or peek:
-        return _noting(show(mail, None), unrecorded)
-    with sessions.record(store.path, session.host, session.id, deadline) as record:
-        if record is None:  # no record to be had: behave as a session that knows nothing yet
-            return _noting(show(mail, None), unrecorded)
-        record.set("repo", str(actor.repo))
-        if actor.place is not None:
-            record.top = str(actor.place.top)
-        if moment is Moment.START:
-            record.know(set(), reset=True)
-            record.set("shown", [])
-            record.turn = False
-            sessions.resumed(record)
-            sessions.note_live(store.path, session.host, session.id)
-            record.set("watch", watch)
-        else:
-            sessions.note_live(store.path, session.host, session.id, unless_known=True)
-        if moment in (Moment.TOOL, Moment.PROMPT):
-            record.turn = True
-        elif moment is Moment.STOP:
-            record.turn = False
-        if moment is not Moment.WAKE:
-            record.data.pop("nudged_at", None)  # a turn of its own ran: a wake queued for it was used up
-        delivery = empty._replace(mail=mail)
-        everything = [*mail.directed, *mail.broadcasts]
-        unseen = [e for e in everything if e.message.id not in record.known]
-        quiet = bool(unseen) and all(e.message.urgency == levels.LOW for e in unseen)
-        charged = _wake_counter(store, record, unseen, carried.channel) if moment is Moment.WAKE else None
-        if moment is Moment.STOP and (continuing or record.count("continued") >= MAX_CONTINUATIONS):
-            pass  # the turn ends; what arrived is shown at the next prompt or tool call
-        elif moment in (Moment.TOOL, Moment.STOP, Moment.WAKE) and quiet:
-            pass  # low-urgency mail alone never interrupts: it waits for the next prompt (or comes with other mail)
-        elif moment is Moment.WAKE and (record.turn or charged is None):
-            pass  # mid-turn mail reaches it at the next tool call or turn end; or woken often enough lately
-        else:
-            delivery = show(mail, record)
-            if delivery.text is not None and moment is Moment.STOP:
-                record.add("continued")
-            if delivery.text is not None and charged is not None:
-                most = wake_limits(store)[2] if charged == "wakes_now" else wake_limits(store)[0]
-                record.set(charged, [*record.times(charged), time.time()][-max(most, 1) :])
-        record.held = any(e.message.urgency == levels.LOW and e.message.id not in record.known for e in everything)
-        if moment not in (Moment.STOP, Moment.WAKE) or (
-            delivery.text is not None and carried.channel is not Channel.NUDGE
-        ):
-            record.set("stamps", seen_stamps)  # a queued turn's own hooks must see the mail as new: not after a nudge
-        settled = delivery.settled and stamps.read(store.path, actor.repo) == seen_stamps
-        delivery = delivery._replace(settled=settled, stamps=seen_stamps, record=dict(record.data), generic=generic)
-    if record.unsaved is not None:  # the record is written once the block is over
-        unrecorded.append(("what this session was shown", refused(record.unsaved)))
-    return _noting(delivery, unrecorded)
+    assert session is not None
+    record.set("repo", str(actor.repo))
+    if actor.place is not None:
+        record.top = str(actor.place.top)
+    if moment is Moment.START:
+        record.know(set(), reset=True)
+        record.set("shown", [])
+        sessions.resumed(record)
+        sessions.note_live(store.path, session.host, session.id)
+        record.set("watch", watch)
+    else:
+        sessions.note_live(store.path, session.host, session.id, unless_known=True)
+    if moment is not Moment.WAKE:  # a wake is gitmail's doing, not the session's
+        record.moment = moment.value
+        record.data.pop("nudged_at", None)  # a turn of its own ran: a wake queued for it was used up
+
+
+def _in_session(
+    store: Store,
+    moment: Moment,
+    record: sessions.Record,
+    mail: Pending,
+    show: _Showing,
+    channel: Channel,
+    continuing: bool,
+) -> Delivery:
+    """Whether this moment shows the session what it has not been told of, and what that leaves to record: the
+    wakes and continuations it used, and the moments at which, until more arrives, there is nothing to do."""
+    delivery = Delivery(None, mail, NOTHING)
+    everything = [*mail.directed, *mail.broadcasts]
+    unseen = [e for e in everything if e.message.id not in record.known]
+    only_low = bool(unseen) and all(e.message.urgency == levels.LOW for e in unseen)
+    charged = _wake_counter(store, record, unseen, channel) if moment is Moment.WAKE else None
+    if moment is Moment.STOP and (continuing or record.count("continued") >= MAX_CONTINUATIONS):
+        pass  # the turn ends; what arrived is shown at the next prompt or tool call
+    elif moment in (Moment.TOOL, Moment.STOP, Moment.WAKE) and only_low:
+        pass  # low-urgency mail alone never interrupts: it waits for the next prompt (or comes with other mail)
+    elif moment is Moment.WAKE and (record.turn or charged is None):
+        pass  # mid-turn mail reaches it at the next tool call or turn end; or woken often enough lately
+    else:
+        delivery = show(mail, record)
+        if delivery.text is not None and moment is Moment.STOP:
+            record.add("continued")
+        if delivery.text is not None and charged is not None:
+            most = wake_limits(store)[2] if charged == "wakes_now" else wake_limits(store)[0]
+            record.set(charged, [*record.times(charged), time.time()][-max(most, 1) :])
+    held = any(e.message.urgency == levels.LOW and e.message.id not in record.known for e in everything)
+    # Low mail held back is shown with the next prompt: that moment is not quiet while it waits.
+    record.quiet = tuple(m.value for m in QUIET if not (held and m is Moment.PROMPT))
+    return delivery
 
 
 def _noting(delivery: Delivery, unrecorded: Sequence[tuple[str, str]]) -> Delivery:

@@ -28,7 +28,17 @@ from gitmail.store.log import problem
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store, check_ownership
 from gitmail.store.transaction import reflog
 from gitmail.store.writer import Writer, writing
-from gitmail.values.layout import DAMAGED, OVERSIZED, Change, Located, State, damaged_ref, latest, locate
+from gitmail.values.layout import (
+    DAMAGED,
+    OVERSIZED,
+    Change,
+    Located,
+    State,
+    damaged_ref,
+    is_message_ref,
+    latest,
+    locate,
+)
 from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, parse
 from gitmail.values.names import RepoName, name_problem
 from gitmail.values.verdict import ACCEPTED as ACCEPTED_KEYS
@@ -817,7 +827,11 @@ def _outside_layout(store: Store) -> list[Finding]:
         if repository != store.path and not (repository / "HEAD").is_file():
             continue
         for ref in _refs(repository, "refs/"):
-            if ref in known or ref.startswith((DAMAGED, OVERSIZED)) or (repository == store.path and locate(ref, "")):
+            if (
+                ref in known
+                or ref.startswith((DAMAGED, OVERSIZED))
+                or (repository == store.path and is_message_ref(ref))
+            ):
                 continue
             foreign.append(ref if repository == store.path else f"{ref} (in {network})")
             dropped_by_sync = dropped_by_sync and ref.startswith(tuple(remotes))

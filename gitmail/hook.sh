@@ -2,13 +2,13 @@
 # gitmail's hook: a session starts, a tool call, a prompt, a turn's end, a wake.
 # Usage: hook.sh MOMENT HOST PYTHON [--watch]
 #
-# These fire all the time, and almost always nothing has changed. So this decides with shell built-ins alone
-# whether anything may have arrived for this session's repository since the session last looked, and starts
-# Python (`PYTHON -m gitmail hook MOMENT --host HOST`, which decides for real) only then: when the repository's
-# change stamp or the broadcasts' stamp differs from what the session saw, or when this cannot tell. A new
-# session's start whose answer would be the last one's in its work tree, kept under the same stamps
-# (gitmail/store/startcache.py), is answered from that. The files and lines it shares with Python are defined in
-# gitmail/store/hookfiles.py. It never fails the session.
+# These fire all the time, and almost always nothing has changed. Python decides everything, ahead of time: it
+# leaves, for each session, the stamps the session last saw and the moments at which, while they hold, there is
+# nothing to do; and for a new session's start, the answer the last start in its work tree would repeat
+# (gitmail/store/startcache.py). This only compares those with the current stamps, using shell built-ins, and
+# starts Python (`PYTHON -m gitmail hook MOMENT --host HOST`) whenever they do not settle it, or it cannot tell.
+# What it writes is what it saw (the moment, the host process) and copies of what Python kept. The files and lines
+# it shares with Python are defined in gitmail/store/hookfiles.py. It never fails the session.
 
 moment=$1 host=$2 python=$3 watch=${4:-}
 [ -n "$python" ] || exit 0
@@ -58,8 +58,8 @@ kept_answer() {
         esac
     done
     kept=$mailbox/gitmail/cache/$host-$name
-    key= config= record= claims=
-    { read -r key && read -r config; } 2>/dev/null <"$kept.key" || [ -n "$key" ] || return 0
+    key= config= quiet= record= claims=
+    { read -r key && read -r config && read -r quiet; } 2>/dev/null <"$kept.key" || [ -n "$quiet" ] || return 0
     # The repository's config changed since (`git config gitmail.name` may have renamed it): Python answers.
     [ -z "$config" ] || [ ! "$config" -nt "$kept.key" ] || return 0
     ref=${key%%:*}
@@ -75,7 +75,7 @@ kept_answer() {
     # $kept.due was stamped with, which the record just written is older than. A record that cannot be written (a
     # full disk) leaves the answer to Python, which says so.
     { printf '%s\n' "$record" >"$shown.json" &&
-        printf '%s\n' "$ref:$mine:$everyone" >"$shown.stamps" &&
+        printf '%s\n' "$quiet" >"$shown.stamps" &&
         printf '%s\n' "$dir" >"$shown.top"; } 2>/dev/null &&
         { [ ! -e "$kept.due" ] || [ "$kept.due" -nt "$shown.json" ]; } &&
         live && { [ ! -s "$kept.out" ] || cat "$kept.out"; } && exit 0
@@ -100,18 +100,14 @@ if [ -z "$session" ]; then
 fi
 case $session in '' | *[!A-Za-z0-9_-]*) session= ;; esac
 
-# Whether the session is in a turn ("busy" from a prompt or a tool call until the turn ends): a wake must not break
-# into a turn, whose next tool call or end brings the mail as context. Kept here on every call, since most calls
-# start no Python; written only when it changes.
-if [ -n "$session" ] && [ -d "$mailbox/gitmail/sessions" ]; then
+# The last moment a hook of this session saw (Python tells a turn from it: a wake must not break into one). Noted
+# here on every call, since most calls start no Python; written only when it changes. A wake is gitmail's doing,
+# not the session's: it is not noted.
+if [ -n "$session" ] && [ -d "$mailbox/gitmail/sessions" ] && [ "$moment" != wake ]; then
     turn=$mailbox/gitmail/sessions/$host-$session.turn
-    state=
-    read -r state 2>/dev/null <"$turn"
-    case $moment in
-    tool | prompt) [ "$state" = busy ] || { echo busy >"$turn"; } 2>/dev/null ;;
-    stop | session-start) [ "$state" = idle ] || { echo idle >"$turn"; } 2>/dev/null ;;
-    wake) [ "$state" = busy ] && exit 0 ;;
-    esac
+    last=
+    read -r last 2>/dev/null <"$turn"
+    [ "$last" = "$moment" ] || { echo "$moment" >"$turn"; } 2>/dev/null
 fi
 
 # The repository: the nearest directory up from here with a .git (Python checks it properly when it runs). The
@@ -135,17 +131,19 @@ if [ -n "$dir" ] && [ -n "$session" ]; then
         # cleared, compacted) may have sent mail of its own or been written to: Python answers it.
         [ -e "$shown.json" ] || kept_answer
     else
-        read -r seen 2>/dev/null <"$shown.stamps"
+        line=
+        read -r line 2>/dev/null <"$shown.stamps"
         read -r top 2>/dev/null <"$shown.top"
+        seen=${line%% *}
+        quiet=" ${line#"$seen"} "
         ref=${seen%%:*}
         case $ref in '' | *[!A-Za-z0-9%_-]*) ref= ;; esac
         if [ -n "$ref" ] && [ "$top" = "$dir" ]; then
             read -r mine 2>/dev/null <"$mailbox/gitmail/stamps/$ref"
             read -r everyone 2>/dev/null <"$mailbox/gitmail/stamps/_broadcast"
-            # Nothing new since this session last looked; but low-urgency mail held back during the turn is shown
-            # with the next prompt.
+            # Nothing new since this session last looked, at a moment Python said has nothing to do then.
             if [ "$ref:$mine:$everyone" = "$seen" ]; then
-                [ "$moment" = prompt ] && [ -e "$shown.held" ] || exit 0
+                case $quiet in *" $moment "*) exit 0 ;; esac
             fi
         fi
     fi

@@ -80,7 +80,7 @@ def _arguments(argv: list[str]) -> tuple[str | None, str, bool, list[str]]:
 def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer:
     """One hook run: the payload in, the host's answer out (and what to record once it is given)."""
     from gitmail import actions, delivery
-    from gitmail.store import stamps, startcache
+    from gitmail.store import hookfiles, stamps, startcache
     from gitmail.store.opening import open_mailbox
     from gitmail.values.names import RepoName, name_problem
     from gitmail.workspace import Actor, Session, own_command, place
@@ -127,9 +127,11 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
             due = _due(store)
             key = startcache.key(store.path, shown.stamps, watch=watch)
             kept = {k: v for k, v in shown.record.items() if k in KEPT_RECORD}  # nothing of this session's own
+            quiet = hookfiles.quiet_line(shown.stamps, shown.quiet)
             startcache.keep(
-                store.path, host, found.top, key=key, record=kept, answer=reply.stdout, due=due, config=found.config
-            )
+                store.path, host, found.top, key=key, record=kept, answer=reply.stdout, due=due, config=found.config,
+                quiet=quiet,
+            )  # fmt: skip
         else:
             startcache.forget(store.path, host, found.top)
     return reply

@@ -6,7 +6,7 @@ that the action layer (actions.py) composes into what users ask for; it decides 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,7 @@ from gitmail.store.machines import local_id as _local_id
 from gitmail.store.repository import WRITE_WAIT, Store
 from gitmail.values import receipts
 from gitmail.values import urgency as levels
-from gitmail.values.ids import BROADCAST, ID_ALPHABET, ID_LENGTH, new_id
+from gitmail.values.ids import BROADCAST, ID_ALPHABET, ID_LENGTH, ObjectId, new_id
 from gitmail.values.layout import (
     BROADCASTS,
     ROOT,
@@ -33,9 +33,6 @@ from gitmail.values.layout import (
     inbox_prefix,
     latest,
     locate,
-    note_lines,
-    note_specs,
-    seen_specs,
     state_prefix,
 )
 from gitmail.values.mail import DoneResult, Entry, History, Move, Pending
@@ -322,30 +319,23 @@ def pending(
     me = RepoName.parse(repo)
     if not store.exists():
         return Pending(me)
-    if (store.own_dir / "journal").exists() and store.writable():
-        try:
-            with store.locked(deadline=deadline or Deadline(timeout)):
-                pass  # a writer died mid-change: the lock finishes it
-        except MailboxError:
-            pass  # a live writer holds the lock and will finish it; reading meanwhile is safe
+    store.finish_interrupted(deadline or Deadline(timeout))
     places = store.refs(inbox_prefix(me), *(inbox_prefix(name) for name in also), state_prefix(State.BROADCAST))
-    broadcast_places = [p for p in places if p.state is State.BROADCAST]
-    specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places]
-    specs += [s for p in broadcast_places for s in seen_specs(p.oid)]
     receipted_places = places if store.flag("receipts") else []
-    specs += [s for p in receipted_places for s in note_specs(RECEIPTS_NOTES, p.oid)]
-    documents = store.read(specs, limit=MAX_DOCUMENT_BYTES)  # documents and notes: nothing larger is read
-    entries, unreadable = _entries(places, documents[: len(places)], Here(store))
-    notes = documents[len(places) : len(places) + 3 * len(broadcast_places)]
-    seen = {p.oid: note_lines(notes[3 * i : 3 * i + 3]) for i, p in enumerate(broadcast_places)}
-    receipt_notes = documents[len(places) + 3 * len(broadcast_places) :]
+    notes = {
+        SEEN_NOTES: [p.oid for p in places if p.state is State.BROADCAST],
+        RECEIPTS_NOTES: [p.oid for p in receipted_places],
+    }
+    specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places]
+    documents, noted = store.read_with_notes(specs, notes, limit=MAX_DOCUMENT_BYTES)  # nothing larger is read
+    entries, unreadable = _entries(places, documents, Here(store))
+    seen = noted[SEEN_NOTES]
     here = _local_id(store) if receipted_places else None
     receipted = frozenset(  # what this machine has receipted: one from another machine still wants this one's
         p.id
-        for i, p in enumerate(receipted_places)
+        for p in receipted_places
         if receipts.delivered(
-            receipts.written_on(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), here),
-            str(p.recipient or me),
+            receipts.written_on(receipts.parse(noted[RECEIPTS_NOTES][p.oid]), here), str(p.recipient or me)
         )
     )
     directed = [e for e in entries if e.state is State.PENDING]
@@ -594,7 +584,7 @@ def reopen(store: Store, *, repo: str, message_id: str) -> Entry:
 
 
 def _receipts(
-    writer: Writer, records: dict[str, list[receipts.Record]], who: RepoName, *, only_first: bool = False
+    writer: Writer, records: Mapping[ObjectId, list[receipts.Record]], who: RepoName, *, only_first: bool = False
 ) -> list[Change]:
     """The ref change that adds these receipt records (none when there is nothing new). With `only_first`, a
     "delivered" record is added only where the repo has none yet from the same machine: later showings add
@@ -709,7 +699,7 @@ def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
     """The entries, each with its receipt records (one read for all), and for those a remote archived or retracted
     here, the record of it (store/remotemoves.py). A record made on this machine says so by naming no machine, as
     messages do; one made elsewhere (sync brought it) keeps the machine it names."""
-    notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)], limit=MAX_DOCUMENT_BYTES)
+    notes = store.notes(RECEIPTS_NOTES, [e.oid for e in entries], limit=MAX_DOCUMENT_BYTES)
     here = Here(store).id
     moves: dict[str, Move] = {}
     if any(e.state in (State.ARCHIVED, State.RETRACTED) for e in entries):
@@ -722,10 +712,10 @@ def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
 
     return [
         e._replace(
-            records=tuple(local(r) for r in receipts.parse(note_lines(notes[3 * i : 3 * i + 3]))),
+            records=tuple(local(r) for r in receipts.parse(notes[e.oid])),
             moved=m if (m := moves.get(e.message.id)) is not None and m.state == e.state.value else None,
         )
-        for i, e in enumerate(entries)
+        for e in entries
     ]
 
 

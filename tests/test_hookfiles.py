@@ -5,6 +5,7 @@ Python does (or leaves the name to Python)."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,11 @@ def test_the_files_and_lines_are_spelled_as_python_spells_them() -> None:
         '"$kept.record"',
         '"$kept.out"',
         '"$kept.due"',
-        f"echo {hookfiles.BUSY}",
-        f"echo {hookfiles.IDLE}",
+        f'[ "$moment" != {hookfiles.UNNOTED} ]',  # every other moment is noted as it is
+        'echo "$moment" >"$turn"',
+        "read -r key && read -r config && read -r quiet",  # startcache.keep's lines
+        "seen=${line%% *}",  # hookfiles.quiet_line: the stamps, then the quiet moments
+        'case $quiet in *" $moment "*) exit 0 ;; esac',
         '"$ref:$mine:$everyone:$claims:${GITMAIL_WAKE:-}:$flag:${PATH:-}"',  # hookfiles.kept_key
         '"$ref:$mine:$everyone"',  # hookfiles.stamps_line
         "ref=${seen%%:*}",  # the ref is the stamps line's first field
@@ -48,12 +52,14 @@ def test_the_files_and_lines_are_spelled_as_python_spells_them() -> None:
     missing = [line for line in expected if line not in SCRIPT]
     assert not missing, missing
     assert hookfiles.stamps_line("r", "m", "e") == "r:m:e"
+    assert hookfiles.quiet_line("r:m:e", ["tool", "stop"]) == "r:m:e tool stop"
+    assert hookfiles.seen_stamps("r:m:e tool stop") == "r:m:e"
     assert hookfiles.SESSION_CHARS == frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
     assert hookfiles.tree_name("/src/my-app_2/x.y") == "%2Fsrc%2Fmy-app_2%2Fx.y"
     assert hookfiles.tree_name("/src/My App") is None and hookfiles.tree_name("/src/données") is None
 
 
-def quiet(tmp_path: Path, name: str, *, top: str | None = None) -> bool:
+def quiet(tmp_path: Path, name: str, *, top: str | None = None, moments: Sequence[str] = ("tool",)) -> bool:
     """Whether hook.sh answers a tool call with nothing new without Python, for a repo of this name whose session
     files Python wrote (the stamps line naming its ref, `.top` its work tree)."""
     home = tmp_path / "home"
@@ -66,7 +72,7 @@ def quiet(tmp_path: Path, name: str, *, top: str | None = None) -> bool:
     for path, line in (
         (hookfiles.stamp_file(mailbox, ref), mine),
         (hookfiles.stamp_file(mailbox, None), everyone),
-        (files.stamps, hookfiles.stamps_line(ref, mine, everyone)),
+        (files.stamps, hookfiles.quiet_line(hookfiles.stamps_line(ref, mine, everyone), moments)),
         (files.top, top if top is not None else str(repo)),
     ):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -93,3 +99,7 @@ def test_any_repo_name_takes_the_quiet_path_for_the_shell_reads_the_ref_python_w
 
 def test_a_session_in_another_work_tree_than_its_files_say_goes_to_python(tmp_path: Path) -> None:
     assert not quiet(tmp_path, "web", top="/somewhere/else")
+
+
+def test_a_moment_python_did_not_call_quiet_goes_to_python(tmp_path: Path) -> None:
+    assert not quiet(tmp_path, "web", moments=["stop", "prompt"])

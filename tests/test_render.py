@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from gitmail import render
-from gitmail.values.ids import BROADCAST
+from gitmail.values.ids import BROADCAST, ObjectId
 from gitmail.values.layout import State
 from gitmail.values.mail import Entry, Pending
 from gitmail.values.message import Message
@@ -33,7 +33,7 @@ def entry(
 ) -> Entry:
     message = Message(id, RepoName(sender), to, subject, body, at(minute), kw.get("reply_to"))  # type: ignore[arg-type]
     state = State.BROADCAST if to == BROADCAST else State.PENDING
-    return Entry(message, state, "a" * 40, None if to == BROADCAST else RepoName(to))
+    return Entry(message, state, ObjectId("a" * 40), None if to == BROADCAST else RepoName(to))
 
 
 def test_the_framing_is_exactly_this(tmp_path: Path) -> None:

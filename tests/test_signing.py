@@ -88,7 +88,7 @@ def write_as(
     not), changed after signing by `tamper`, filed under `ref` (its own place by default)."""
     with writing(store, actor=RepoName("test")) as writer:
         writer.objects.sign = sign
-        oid = writer.objects.commit(message)
+        oid: str = writer.objects.commit(message)
         if tamper is not None:
             raw = store.read([oid])[0]
             assert raw is not None

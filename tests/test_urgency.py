@@ -116,9 +116,10 @@ def test_low_mail_never_interrupts_and_comes_with_the_next_prompt(web: Path, box
     assert session("stop") == ""  # never continues a turn
     assert session("wake") == ""  # never wakes
     files = hookfiles.session_files(box.path, "claude-sess-low-1")
-    assert files.held.exists()  # hook.sh runs Python at the next prompt though the stamps are unchanged
+    quiet_at = files.stamps.read_text().split()[1:]
+    assert "prompt" not in quiet_at and "tool" in quiet_at  # hook.sh runs Python at the next prompt, and only then
     assert low in session("prompt")
-    assert not files.held.exists()
+    assert "prompt" in files.stamps.read_text().split()[1:]
 
 
 def test_low_mail_comes_mid_turn_together_with_other_mail(web: Path, box: Store) -> None:

@@ -8,16 +8,18 @@ Inside the mailbox's own folder (`gitmail/`):
 |---|---|
 | stamps/<repo ref>, stamps/_broadcast | the id of the latest message written for that repo (all repos' broadcasts) |
 | stamps/_claims | changes when which repository uses which name changes |
-| sessions/<host>-<session>.stamps | `stamps_line` as the session last saw it |
+| sessions/<host>-<session>.stamps | `quiet_line`: the stamps the session last saw, and when nothing is to be done |
 | sessions/<host>-<session>.top | the work tree the session's repository was found for (its top folder) |
-| sessions/<host>-<session>.turn | "busy" from a prompt or a tool call until the turn ends, else "idle" |
+| sessions/<host>-<session>.turn | the last moment a hook of the session saw (`in_turn` says what it means) |
 | sessions/<host>-<session>.live | `pid ticks`: the host process and its start time (written at session start) |
 | sessions/<host>-<session>.json | the session's record (sessions.py); hook.sh copies a kept one in |
-| cache/<host>-<work tree>.key | `kept_key`, the key a kept answer was made under; the repository's config file |
+| cache/<host>-<work tree>.key | `kept_key`; the repository's config file; the `quiet_line` of the session it answers |
 | cache/<host>-<work tree>.record, .out | the session record and the answer to use when the key matches |
 | cache/<host>-<work tree>.due | when an automatic sync is due (its modification time) |
 
-hook.sh never names a repository itself: Python does (a worktree's name is its repository's, gitmail.name may
+hook.sh decides nothing itself: Python writes what it compares (the quiet line, the kept answer and its key), and
+all hook.sh writes is what it saw (the moment, the host process) and copies of what Python kept. hook.sh never
+names a repository itself: Python does (a worktree's name is its repository's, gitmail.name may
 choose another), and the stamps line it writes starts with the repo's ref (`RepoName.ref`), which hook.sh reads back
 when the session is still in the work tree `.top` names. Kept answers are filed under their work tree's path,
 spelled by `tree_name` (hook.sh spells it the same way, and leaves any other path to Python). A session id gitmail
@@ -27,6 +29,7 @@ uses as a file name is made of `SESSION_CHARS` only.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -37,7 +40,8 @@ SESSIONS = "sessions"
 CACHE = "cache"
 BROADCAST_STAMP = "_broadcast"  # '_' names are reserved, so no repo has this one
 CLAIMS_STAMP = "_claims"
-BUSY, IDLE = "busy", "idle"
+UNNOTED = "wake"  # the one moment hook.sh does not note in .turn: a wake is gitmail's, not the session's doing
+TURN = frozenset({"tool", "prompt"})  # last seen, one of these: the session is in a turn (until its end, or a start)
 SESSION_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 MAX_SESSION_ID = 128
 
@@ -61,6 +65,22 @@ def stamps_line(ref: str, mine: str, everyone: str) -> str:
     return f"{ref}:{mine}:{everyone}"
 
 
+def in_turn(last_moment: str) -> bool:
+    """Whether a session whose hooks last saw this moment is in a turn."""
+    return last_moment in TURN
+
+
+def quiet_line(stamps: str, moments: Iterable[str]) -> str:
+    """`stamps moment moment ...`: while a session's stamps read `stamps`, its hooks at these moments have nothing
+    to do, and hook.sh starts no Python."""
+    return " ".join([stamps, *moments])
+
+
+def seen_stamps(line: str) -> str:
+    """The stamps of a quiet line."""
+    return line.partition(" ")[0]
+
+
 def session_key(host: str, session_id: str) -> str | None:
     """The file name stem of a session's files; None for an id gitmail will not use as one."""
     if (
@@ -79,12 +99,11 @@ class SessionFiles(NamedTuple):
     turn: Path  # .turn
     top: Path  # .top
     live: Path  # .live
-    held: Path  # .held: there while low-urgency mail waits for the next prompt (hook.sh then runs Python)
 
 
 def session_files(mailbox: Path, stem: str) -> SessionFiles:
     where = folder(mailbox, SESSIONS)
-    return SessionFiles(*(where / f"{stem}.{suffix}" for suffix in ("json", "stamps", "turn", "top", "live", "held")))
+    return SessionFiles(*(where / f"{stem}.{suffix}" for suffix in ("json", "stamps", "turn", "top", "live")))
 
 
 _TREE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gitmail.store import refs
+from gitmail.values.ids import is_oid
 
 ELSEWHERE = object()  # not answerable from loose objects: ask git
 TOO_LARGE = object()  # larger than the reader would read: not read, and not to be asked of git either
@@ -56,7 +57,7 @@ class _Loose:
         name, colon, path = spec.partition(":")
         peel_tree = name.endswith("^{tree}")
         name = name.removesuffix("^{tree}")
-        oid = name if _is_oid(name) else self.ref(name) if name.startswith("refs/") else None
+        oid = name if is_oid(name) else self.ref(name) if name.startswith("refs/") else None
         if oid is None:
             return ELSEWHERE if not name.startswith("refs/") else None  # a ref that is not there names nothing
         parts = [p for p in path.split("/") if p] if colon else []
@@ -192,12 +193,12 @@ def damaged_files(mailbox: Path) -> list[str]:
     objects = os.path.join(mailbox, "objects")
     found = []
     try:
-        folders = sorted(f for f in os.listdir(objects) if len(f) == 2 and _is_oid(f + "0" * 38))
+        folders = sorted(f for f in os.listdir(objects) if len(f) == 2 and is_oid(f + "0" * 38))
     except OSError:
         return []
     for folder in folders:
         try:
-            names = sorted(n for n in os.listdir(os.path.join(objects, folder)) if _is_oid(folder + n))
+            names = sorted(n for n in os.listdir(os.path.join(objects, folder)) if is_oid(folder + n))
         except OSError:
             continue
         found += [folder + name for name in names if not _whole(os.path.join(objects, folder, name))]
@@ -210,7 +211,7 @@ def damaged(mailbox: Path, oids: Sequence[str]) -> set[str]:
     return {
         oid
         for oid in oids
-        if _is_oid(oid)
+        if is_oid(oid)
         and os.path.exists(path := os.path.join(objects, oid[:2], oid[2:]))
         and not _whole(path)
         and not packed(objects, oid)
@@ -264,7 +265,3 @@ def _entries(tree: bytes) -> dict[bytes, str]:
         found[tree[space + 1 : nul]] = tree[nul + 1 : nul + 21].hex()
         at = nul + 21
     return found
-
-
-def _is_oid(text: str) -> bool:
-    return len(text) == 40 and all(c in "0123456789abcdef" for c in text)

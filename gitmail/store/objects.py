@@ -23,6 +23,7 @@ from gitmail.store import gitcmd, loose, refs
 from gitmail.store.files import sync_directory, unwritable
 from gitmail.store.repository import Store
 from gitmail.values import sshsig
+from gitmail.values.ids import ObjectId
 from gitmail.values.layout import email
 from gitmail.values.message import DOCUMENT_NAME, Message
 from gitmail.values.names import RepoName
@@ -203,7 +204,7 @@ class Objects:
             content = sshsig.add_signature(content, signature)
         return self.write("commit", content)
 
-    def commit(self, message: Message, parents: Sequence[str] = ()) -> str:
+    def commit(self, message: Message, parents: Sequence[str] = ()) -> ObjectId:
         """The message's blob, tree and commit; its attachments' blobs (written already) in a folder of the tree."""
         blob = self.write("blob", message.document())
         entries = [Entry(BLOB, DOCUMENT_NAME, blob)]
@@ -213,7 +214,7 @@ class Objects:
             attached = self.tree([Entry(BLOB, a.name, a.blob) for a in message.attachments])
             entries.append(Entry(TREE, FOLDER, attached))
         tree = self.tree(entries)
-        return self.commit_of(tree, parents, message.commit_message(), who=message.sender, when=message.date)
+        return ObjectId(self.commit_of(tree, parents, message.commit_message(), who=message.sender, when=message.date))
 
     def record(self, text: str, *, who: RepoName) -> str:
         """A commit that only says something (its tree is empty): what stands in for a lost message."""

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-_HEX = frozenset("0123456789abcdef")
+from gitmail.values.ids import is_oid
 
 
 def resolve(mailbox: Path, refs: Iterable[str]) -> dict[str, str]:
@@ -85,11 +85,7 @@ def _loose(path: Path | str) -> str | None:
             text = handle.read(128).decode("ascii", "replace").strip()
     except OSError:
         return None
-    return text if _is_oid(text) else None
-
-
-def _is_oid(text: str) -> bool:
-    return len(text) in (40, 64) and set(text) <= _HEX
+    return text if is_oid(text) else None
 
 
 class _Packed:
@@ -136,7 +132,7 @@ class _Packed:
                     break
             elif self.sorted and name > key:
                 break
-        return [(name, oid) for name, oid in found if _is_oid(oid)]
+        return [(name, oid) for name, oid in found if is_oid(oid)]
 
     def _first_at_or_after(self, key: bytes) -> int:
         """The offset of the first line whose ref is not below `key` (the file's end when there is none). The
@@ -179,7 +175,7 @@ class _Packed:
 def _packed_line(line: bytes) -> tuple[str, str] | None:
     """(oid, ref) of a packed-refs line that holds a ref; None for the header, a peeled value, or garbage."""
     oid, space, name = line.rstrip(b"\n").partition(b" ")
-    if not space or not name.startswith(b"refs/") or b" " in name or not _is_oid(oid.decode("ascii", "replace")):
+    if not space or not name.startswith(b"refs/") or b" " in name or not is_oid(oid.decode("ascii", "replace")):
         return None
     return oid.decode(), name.decode("utf-8", "replace")
 
@@ -195,13 +191,13 @@ def broken(mailbox: Path) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]
                 text = handle.read(128).decode("ascii", "replace").strip()
         except OSError:
             continue
-        if not (_is_oid(text) or text.startswith("ref: refs/")):
+        if not (is_oid(text) or text.startswith("ref: refs/")):
             files.append((os.path.relpath(path, mailbox).replace(os.sep, "/"), text[:60]))
     lines = []
     try:
         with open(mailbox / "packed-refs", "rb") as packed:
             for number, line in enumerate(packed, 1):
-                peeled = line.startswith(b"^") and _is_oid(line[1:].strip().decode("ascii", "replace"))
+                peeled = line.startswith(b"^") and is_oid(line[1:].strip().decode("ascii", "replace"))
                 header = number == 1 and line.startswith(b"# pack-refs with:")
                 if not (peeled or header or _packed_line(line)):
                     lines.append((number, line.rstrip(b"\n").decode("utf-8", "replace")[:80]))

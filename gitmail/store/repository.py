@@ -15,7 +15,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +26,7 @@ from gitmail.store.files import unwritable
 from gitmail.store.location import MAILBOX_ENV, OWN_DIR, default_path
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
-from gitmail.values.layout import ROOT, Located, locate
+from gitmail.values.layout import NOTE_PLACES, ROOT, Located, locate, note_lines, note_specs
 from gitmail.values.names import RepoName, first_format_ref, from_address, nfd
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ class Store:
         be but one it answers cannot: what git log cannot get past. Each commit is read once (a message answers
         at most one other: threads are chains)."""
         commits: dict[str, bytes | None] = {}
-        wanted = list(dict.fromkeys(p.oid for p in places))
+        wanted: list[str] = list(dict.fromkeys(p.oid for p in places))
         while wanted:
             commits.update(zip(wanted, self.read(wanted), strict=True))
             wanted = list(
@@ -262,6 +262,34 @@ class Store:
         rest = [spec for spec, got in zip(specs, found, strict=True) if got is loose.ELSEWHERE]
         answers = iter(self._cat_file(rest, limit) if rest else [])
         return [next(answers) if got is loose.ELSEWHERE else got if isinstance(got, bytes) else None for got in found]
+
+    def read_with_notes(
+        self, specs: Sequence[str], notes: Mapping[str, Sequence[str]], *, limit: int | None = None
+    ) -> tuple[list[bytes | None], dict[str, dict[str, set[str]]]]:
+        """`read(specs)` and, in the same read, the lines of the note each notes ref (a key of `notes`) holds on
+        each of its commits (its value): `{notes ref: {commit: lines}}`, an empty set where there is none."""
+        wanted = [(ref, oid) for ref, oids in notes.items() for oid in dict.fromkeys(oids)]
+        found = self.read([*specs, *(spec for ref, oid in wanted for spec in note_specs(ref, oid))], limit=limit)
+        lines: dict[str, dict[str, set[str]]] = {ref: {} for ref in notes}
+        for number, (ref, oid) in enumerate(wanted):
+            start = len(specs) + NOTE_PLACES * number
+            lines[ref][oid] = note_lines(found[start : start + NOTE_PLACES])
+        return found[: len(specs)], lines
+
+    def notes(self, ref: str, oids: Sequence[str], *, limit: int | None = None) -> dict[str, set[str]]:
+        """The lines of the note this notes ref holds on each of these commits (an empty set where there is none)."""
+        return self.read_with_notes([], {ref: oids}, limit=limit)[1][ref]
+
+    def finish_interrupted(self, deadline: Deadline) -> None:
+        """Finish a change a writer died in the middle of, when there is one and this process may write: the lock
+        finishes it (a live writer holding the lock finishes it itself; reading meanwhile is safe)."""
+        if not (self.own_dir / "journal").exists() or not self.writable():
+            return
+        try:
+            with self.locked(deadline=deadline):
+                pass
+        except MailboxError:
+            pass
 
     def _cat_file(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
         if self._reader is not None:

@@ -7,10 +7,10 @@ stamps it last saw, how often its turn was continued and when it was last woken,
 chose, and when and why it ended. Parallel tool calls of one session run their hooks at once, so a record is read
 and written under its own lock. Records are removed a week after their session was last heard from.
 
-Files beside the record serve hook.sh, which reads and writes them with shell built-ins (hookfiles.py): `.stamps`,
-`.top` (the work tree), `.turn` (whether it is in a turn), `.live` (the host process and its start time) and `.held`
-(low-urgency mail waits for the next prompt). The turn lives only in its file, because most hook calls never start
-Python: the record reads it when loaded and writes it when saved.
+Files beside the record serve hook.sh, which reads them with shell built-ins (hookfiles.py): `.stamps` (the stamps
+the session last saw, and the moments at which nothing is to be done while they hold), `.top` (the work tree),
+`.turn` (the last moment a hook saw, which hook.sh notes itself: most hook calls never start Python; the record
+reads it when loaded and writes it when saved) and `.live` (the host process and its start time).
 
 Whether a session is still there is never guessed from a timestamp a crash leaves behind: the host process it ran
 in is recorded with its start time, and is asked (through /proc) whether it still runs; a session end the host
@@ -42,11 +42,11 @@ key = hookfiles.session_key
 class Record:
     """One session's record, loaded under its lock; saved when the block that holds it ends."""
 
-    def __init__(self, path: Path, data: dict[str, Any], turn: bool = False) -> None:
+    def __init__(self, path: Path, data: dict[str, Any], moment: str = "") -> None:
         self.path, self.data = path, data
-        self.turn = turn  # in a turn: from a prompt or a tool call until the turn ends
+        self.moment = moment  # the last moment a hook of the session saw
         self.top: str | None = None  # set: the work tree hook.sh compares with before it reads the stamps
-        self.held: bool | None = None  # set: whether low-urgency mail waits for the next prompt
+        self.quiet: tuple[str, ...] = ()  # the moments at which, while the stamps hold, there is nothing to do
         self.unsaved: OSError | None = None  # why the record could not be written back, once the block is over
 
     @property
@@ -63,6 +63,11 @@ class Record:
 
     def show(self, ids: set[str]) -> None:
         self.data["shown"] = sorted(self.shown | ids)
+
+    @property
+    def turn(self) -> bool:
+        """In a turn: from a prompt or a tool call until the turn ends."""
+        return hookfiles.in_turn(self.moment)
 
     @property
     def stamps(self) -> str:
@@ -118,7 +123,7 @@ def record(
             data = {}
         data = data if isinstance(data, dict) else {}
         data.pop("turn", None)  # kept in the turn file only
-        entry = Record(files.record, data, turn=read_line(files.turn) == hookfiles.BUSY)
+        entry = Record(files.record, data, moment=read_line(files.turn))
         fresh = not raw.strip()
         if fresh:
             entry.data["started"] = time.time()
@@ -126,14 +131,11 @@ def record(
         entry.data["touched"] = time.time()
         try:
             _save(fd, json.dumps(entry.data, sort_keys=True).encode(), raw)
-            write_line(files.stamps, entry.stamps)
-            write_line(files.turn, hookfiles.BUSY if entry.turn else hookfiles.IDLE)
+            write_line(files.stamps, hookfiles.quiet_line(entry.stamps, entry.quiet))
+            if entry.moment:
+                write_line(files.turn, entry.moment)
             if entry.top is not None:
                 write_line(files.top, entry.top)
-            if entry.held:
-                write_line(files.held, "low")
-            elif entry.held is not None:
-                files.held.unlink(missing_ok=True)
         except OSError as error:  # a full disk: the caller says what was not recorded
             entry.unsaved = error
         if fresh:
@@ -276,7 +278,7 @@ def _info(mailbox: Path, name: str, repo: str | None = None) -> Info | None:
     reason = str(data.get("end_reason", ""))
     if ended is None and running is False:
         ended, reason = _mtime(files.live) or active, "its process is gone"
-    state = "ended" if ended is not None else "live" if turn == hookfiles.BUSY else "idle"
+    state = "ended" if ended is not None else "live" if hookfiles.in_turn(turn) else "idle"
     return Info(
         host=host,
         id=session_id,

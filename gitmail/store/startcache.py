@@ -33,13 +33,15 @@ def keep(
     answer: dict[str, Any] | None,
     due: float | None = None,
     config: Path | None = None,
+    quiet: str = "",
 ) -> None:
     """Keep a settled session start's answer. The key goes last, so a reader that finds it finds the rest. With
     `due` (a remote syncs automatically), the answer is kept only until then: a `.due` file whose modification
     time is that moment, which hook.sh compares with the session record it has just written (`-nt`), and once it
     has passed Python answers again and starts the background sync. `config`: the repository's config file, named
     on the key's second line; once it is newer than the key (`git config gitmail.name` may have renamed the
-    repository), Python answers again."""
+    repository), Python answers again. `quiet`: the quiet line (hookfiles.quiet_line) hook.sh gives the session it
+    answers, on the key's third line."""
     tree = hookfiles.tree_name(str(top))
     if tree is None:
         return  # a path hook.sh cannot spell: every start there is answered by Python
@@ -55,9 +57,9 @@ def keep(
         text = json.dumps(answer, ensure_ascii=False) + "\n" if answer else ""
         write_atomically(files.answer, text.encode(), durable=False)
         write_atomically(files.record, (json.dumps(record, sort_keys=True) + "\n").encode(), durable=False)
-        path = os.fsencode(config) if config is not None else b""
-        named = path + b"\n" if path and b"\n" not in path else b""  # hook.sh reads it as the key's second line
-        write_atomically(files.key, (key + "\n").encode() + named, durable=False)
+        path = os.fsencode(config) if config is not None and b"\n" not in os.fsencode(config) else b""
+        lines = (key + "\n").encode() + path + b"\n" + (quiet + "\n").encode()  # as hook.sh reads them
+        write_atomically(files.key, lines, durable=False)
     except Exception:  # a cache that cannot be written costs only speed
         return
 

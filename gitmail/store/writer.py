@@ -19,6 +19,7 @@ from gitmail.store.log import problem
 from gitmail.store.objects import Objects
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store
 from gitmail.store.transaction import reflog
+from gitmail.values.ids import ObjectId
 from gitmail.values.layout import Change, damaged_ref, email, locate
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class Writer:
     def target(self, ref: str) -> str | None:
         return self.objects.target(ref)
 
-    def commit(self, message: Message, parents: Sequence[str] = ()) -> str:
+    def commit(self, message: Message, parents: Sequence[str] = ()) -> ObjectId:
         """Write the message's blob, tree and commit (no ref yet: unreferenced objects are harmless garbage).
         The commit records the machine it was written on."""
         self._wrote = True

@@ -28,7 +28,7 @@ from gitmail.sync.remotes import (
     STATE,
     NotGitmail,
 )
-from gitmail.values.ids import BROADCAST, ID_PATTERN
+from gitmail.values.ids import BROADCAST, ID_PATTERN, ObjectId
 from gitmail.values.layout import (
     OVERSIZED,
     ROOT,
@@ -112,8 +112,9 @@ def _places(pairs: Iterable[tuple[str, str]]) -> list[Located]:
         if head not in known:
             known[head] = locate(f"{head}/{_SAMPLE_ID}", ZERO)
         sample = known[head]
-        if sample is not None and ID_PATTERN.fullmatch(message_id):
-            found.append(Located(ref, oid, message_id, sample.state, sample.recipient))
+        commit = ObjectId.of(oid)
+        if sample is not None and commit is not None and ID_PATTERN.fullmatch(message_id):
+            found.append(Located(ref, commit, message_id, sample.state, sample.recipient))
     return found
 
 
@@ -476,18 +477,16 @@ def _shown_here(store: Store, places: Sequence[Located]) -> dict[str, bool | Non
     """Whether a session on this machine was shown each message, as the receipts written here say; {} with receipts
     off. A receipt another machine wrote (or a remote made up) says nothing of this one."""
     from gitmail.mailbox import local_machine_id
-    from gitmail.values.layout import note_lines, note_specs
     from gitmail.values.receipts import RECEIPTS_NOTES, delivered, written_on
     from gitmail.values.receipts import parse as parse_receipts
 
     if not store.flag("receipts"):
         return {}
     here = local_machine_id(store)
-    specs = [spec for place in places for spec in note_specs(RECEIPTS_NOTES, place.oid)]
-    notes = store.read(specs, limit=MAX_DOCUMENT_BYTES)
+    notes = store.notes(RECEIPTS_NOTES, [place.oid for place in places], limit=MAX_DOCUMENT_BYTES)
     found: dict[str, bool | None] = {}
-    for number, place in enumerate(places):
-        records = written_on(parse_receipts(note_lines(notes[3 * number : 3 * number + 3])), here)
+    for place in places:
+        records = written_on(parse_receipts(notes[place.oid]), here)
         found[place.id] = bool(delivered(records, None if place.recipient is None else str(place.recipient)))
     return found
 

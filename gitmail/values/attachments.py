@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import NamedTuple, TypeGuard
+from typing import NamedTuple
 
+from gitmail.values.ids import is_oid
 from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, nfc
 
 FOLDER = "attachments"  # the folder of a message commit's tree that holds them
@@ -39,7 +40,6 @@ _INVISIBLE = "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u20
 # Names git's object checks (fsck) treat as special in a tree: `.git` and its NTFS and HFS spellings,
 # `.gitmodules`, `.gitattributes` and their short names (`git~1`, `gitmod~1`).
 _GIT_SPECIAL = (".git", "git~", "gitmod~", "gitatt~")
-_HEX = "0123456789abcdef"
 _TYPE_CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789.+-"
 _PLAIN_NAME = frozenset(map(chr, range(0x20, 0x7F))) - {"/", "\\"}  # printable ASCII but the separators
 
@@ -88,13 +88,13 @@ def decode(text: str) -> tuple[Attachment, ...]:
             continue
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             continue
-        if not _is_oid(blob):
+        if not is_oid(blob):
             continue
         if not isinstance(kind, str) or not _is_type(kind):
             kind = BINARY_TYPE
         if patch not in PATCH_KINDS:
             patch = None
-        if not _is_oid(base):
+        if not is_oid(base):
             base = None
         found.append(Attachment(name, size, blob, kind, patch, base))
     return tuple(found)
@@ -126,10 +126,6 @@ def _is_safe(name: str) -> bool:
         and not name.casefold().startswith(_GIT_SPECIAL)
         and len(name) <= MAX_NAME_BYTES
     )
-
-
-def _is_oid(value: object) -> TypeGuard[str]:
-    return isinstance(value, str) and len(value) == 40 and not value.strip(_HEX)
 
 
 def _is_type(kind: str) -> bool:

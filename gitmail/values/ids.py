@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 
+TYPE_CHECKING = False  # the hooks load this: no typing import for the annotations
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
 BROADCAST = "_broadcast"  # the `to` of a message for every repo; '_' names are reserved, so no repo has it
 ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u to misread
 ID_LENGTH = 10  # 50 random bits: unique across machines for any plausible mailbox
@@ -21,3 +25,23 @@ def new_id() -> str:
 
 def is_id(text: str) -> bool:
     return ID_PATTERN.fullmatch(text) is not None
+
+
+class ObjectId(str):
+    """A git object's id in the mailbox, as git spells it: 40 lower-case hexadecimal digits (the mailbox's objects
+    are SHA-1). Not a message id: a message's commit has one of these, its id is the ten letters above."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, text: str) -> ObjectId | None:
+        """`text` as an object id; None for anything else."""
+        return cls(text) if is_oid(text) else None
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_oid(text: object) -> TypeGuard[str]:
+    """Whether `text` is an object id as git spells them in the mailbox (the one rule every reader uses)."""
+    return isinstance(text, str) and len(text) == 40 and set(text) <= _HEX

@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from gitmail.errors import UsageError
-from gitmail.values.ids import ID_PATTERN
+from gitmail.values.ids import ID_PATTERN, ObjectId
 from gitmail.values.names import RepoName, first_format_ref, nfc, nfd
 
 ROOT = "refs/gitmail/"
@@ -58,7 +58,7 @@ class Located(NamedTuple):
     """Where a message's ref says it is."""
 
     ref: str
-    oid: str
+    oid: ObjectId
     id: str
     state: State
     recipient: RepoName | None  # None for broadcasts
@@ -83,8 +83,13 @@ _PRECEDENCE = {State.PENDING: 0, State.BROADCAST: 0, State.ARCHIVED: 1, State.RE
 
 
 def locate(ref: str, oid: str) -> Located | None:
+    """Where a ref of this name holding `oid` says a message is; None for a ref that is not a message's, or holds
+    no object id."""
     parts = ref[len(ROOT) :].split("/") if ref.startswith(ROOT) else []
     if len(parts) != 3 or not ID_PATTERN.fullmatch(parts[2]) or parts[1] not in _STATE_OF_FOLDER:
+        return None
+    commit = ObjectId.of(oid)
+    if commit is None:
         return None
     state = _STATE_OF_FOLDER[parts[1]]
     if (parts[0] == "_broadcast") != (state in (State.BROADCAST, State.RETRACTED)):
@@ -93,7 +98,12 @@ def locate(ref: str, oid: str) -> Located | None:
         recipient = None if parts[0] == "_broadcast" else repo_of_component(parts[0])
     except UsageError:
         return None
-    return Located(ref=ref, oid=oid, id=parts[2], state=state, recipient=recipient)
+    return Located(ref=ref, oid=commit, id=parts[2], state=state, recipient=recipient)
+
+
+def is_message_ref(ref: str) -> bool:
+    """Whether a ref of this name is where gitmail keeps a message (whatever it holds)."""
+    return locate(ref, "0" * 40) is not None
 
 
 @lru_cache(maxsize=4096)  # a few names recur in many thousand refs: each is decoded and checked once
@@ -126,14 +136,13 @@ def latest(places: Sequence[Located]) -> list[Located]:
     return list(best.values())
 
 
+NOTE_PLACES = 3  # the places `note_specs` names
+
+
 def note_specs(notes_ref: str, oid: str) -> list[str]:
     """Where the note on `oid` may be: libgit2 writes it at the top of the notes tree; git fans notes out into
     subdirectories as they grow (after a sync, say)."""
     return [f"{notes_ref}:{oid}", f"{notes_ref}:{oid[:2]}/{oid[2:]}", f"{notes_ref}:{oid[:2]}/{oid[2:4]}/{oid[4:]}"]
-
-
-def seen_specs(oid: str) -> list[str]:
-    return note_specs(SEEN_NOTES, oid)
 
 
 def note_lines(notes: Sequence[bytes | None]) -> set[str]:

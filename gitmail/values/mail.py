@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.values import receipts
-from gitmail.values.ids import BROADCAST
+from gitmail.values.ids import BROADCAST, ObjectId
 from gitmail.values.layout import State
 from gitmail.values.machine import Machine
 from gitmail.values.message import Message
@@ -52,7 +52,7 @@ class Entry(NamedTuple):
 
     message: Message
     state: State
-    oid: str  # the message's commit
+    oid: ObjectId  # the message's commit
     recipient: RepoName | None  # whose inbox or archive holds it; None for broadcasts
     records: Sequence[receipts.Record] = ()  # its receipts, where the reader asked for them (log, show)
     moved: Move | None = None  # archived or retracted here because a remote said so (log, show)

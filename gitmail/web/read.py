@@ -25,8 +25,8 @@ from gitmail.store.gitcmd import GitFailed
 from gitmail.store.machines import Here
 from gitmail.store.repository import Store
 from gitmail.values.attachments import Attachment
-from gitmail.values.ids import BROADCAST
-from gitmail.values.layout import ROOT, SEEN_NOTES, Located, State, latest, note_lines, note_specs
+from gitmail.values.ids import BROADCAST, ObjectId
+from gitmail.values.layout import ROOT, SEEN_NOTES, Located, State, latest
 from gitmail.values.mail import Entry, status
 from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, Message, parse
 from gitmail.values.names import RepoName
@@ -43,7 +43,7 @@ T = TypeVar("T")
 class Node(NamedTuple):
     """One message as the index knows it: where its ref is and what its commit says, not its document."""
 
-    oid: str  # the message's commit
+    oid: ObjectId  # the message's commit
     id: str
     state: State
     recipient: RepoName | None  # None for broadcasts
@@ -534,8 +534,8 @@ def _seen_sets(store: Store, oids: Sequence[str]) -> dict[str, frozenset[str]]:
             stdin="\n".join(oids).encode(),
         )
     except GitFailed:  # a broadcast's commit or its note cannot be read: read each around the damage
-        notes = store.read([spec for oid in oids for spec in note_specs(SEEN_NOTES, oid)], limit=MAX_DOCUMENT_BYTES)
-        return {oid: frozenset(note_lines(notes[3 * i : 3 * i + 3])) for i, oid in enumerate(oids)}
+        notes = store.notes(SEEN_NOTES, oids, limit=MAX_DOCUMENT_BYTES)
+        return {oid: frozenset(lines) for oid, lines in notes.items()}
     seen = {}
     for record in out.decode(errors="replace").split("\x01"):
         oid, _, note = record.strip("\n").partition("\0")

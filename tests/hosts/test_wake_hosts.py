@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
+from gitmail.store import hookfiles
 from gitmail.store.repository import Store
 from tests.hosts.harness import ClaudeCode, ClaudeSession, Codex, CodexWindow, World, _codex_text
 from tests.hosts.stub import Answer, Request, Shell
@@ -44,7 +45,7 @@ def idle(thread: str) -> None:
     turn = Store().path / "gitmail" / "sessions" / f"codex-{thread}.turn"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if turn.exists() and turn.read_text().strip() == "idle":
+        if turn.exists() and not hookfiles.in_turn(turn.read_text().strip()):
             return
         time.sleep(0.05)
     raise AssertionError("the Codex session never went idle")
