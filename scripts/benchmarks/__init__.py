@@ -17,7 +17,7 @@ Where things are:
   - fixtures.py: the sandbox, mailboxes of N archived and 20 pending, the hooks as installed, hosts' payloads;
   - daemon.py: a real `git daemon` on 127.0.0.1 and a relay counting the bytes on the wire;
   - one module per group, each saying what it measures: reads, view, moments, peers, sessions, send, mcp,
-    concurrent, sync, signing;
+    concurrent, sync, signing, and attachments (its own command, scripts/bench-attachments);
   - main.py: the command lines, the groups `--only` chooses among, and the table's order;
   - report.py: the Markdown table and the JSON.
 
@@ -25,5 +25,6 @@ Run it from the repository root with the project's interpreter:
     .venv/bin/python scripts/bench                 # 21 runs at 0, 10,000 and 100,000 archived messages
     .venv/bin/python scripts/bench --quick         # a smoke run: 5 runs at 0 and 1,000, small bursts
     .venv/bin/python scripts/bench --runs 11 --sizes 0,10000 --only reads,moments --json
+    .venv/bin/python scripts/bench-attachments --runs 21
 The table (or JSON) goes to standard output, progress to standard error.
 """

@@ -1,16 +1,17 @@
-"""The command line `scripts/bench`: its settings, the groups it can measure and the order of its table; a run from
-the sandbox to the printed report."""
+"""The command lines: `scripts/bench` (its settings, the groups it can measure and the order of its table) and
+`scripts/bench-attachments`; a run from the sandbox to the printed report."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from . import __doc__ as about
-from . import concurrent, mcp, moments, peers, reads, send, sessions, signing, sync, view
+from . import attachments, concurrent, mcp, moments, peers, reads, send, sessions, signing, sync, view
 from .fixtures import Sandbox, build_mailboxes, sandbox
 from .report import Report, add_ratios, as_json, machine_facts, markdown
 from .runner import WARMUPS, BenchError, Row, Settings, progress, summarise, timed
@@ -46,6 +47,9 @@ def row_order() -> tuple[str, ...]:
     """Every row's name in the table's order: the baseline, then each group's rows as TABLE orders the groups."""
     by_name = {group.name: group for group in GROUPS}
     return (BASELINE, *(row for name in TABLE for row in by_name[name].rows))
+
+
+# -- scripts/bench -----------------------------------------------------------------------------------------------
 
 
 def parse_settings(argv: Sequence[str]) -> Settings | list[str]:
@@ -138,4 +142,23 @@ def main(argv: Sequence[str]) -> int:
         return 1
     progress(f"done in {time.perf_counter() - started:.0f} s")
     sys.stdout.write(as_json(report) if settings.as_json else markdown(report))
+    return 0
+
+
+# -- scripts/bench-attachments -----------------------------------------------------------------------------------
+
+
+def attachments_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(description="What attachments cost.")
+    parser.add_argument("--runs", type=int, default=11)
+    parser.add_argument("--only", choices=attachments.PARTS, action="append")
+    settings = parser.parse_args(argv)
+    try:
+        with sandbox() as box:
+            records = attachments.measure_attachments(box, settings.runs, settings.only or attachments.PARTS)
+    except BenchError as error:
+        progress(f"error: {error}")
+        return 1
+    for record in records:
+        print(json.dumps(record))
     return 0
