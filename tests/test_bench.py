@@ -1,4 +1,5 @@
-"""scripts/bench runs end to end: a quick smoke run measures every row and delivers every concurrent message."""
+"""scripts/bench runs end to end: a quick smoke run measures every row of every group and delivers every concurrent
+message; scripts/bench-attachments measures every attachment row; every group module is one the table knows."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,3 +119,79 @@ def test_quick_benchmark_reports_every_row() -> None:
     assert all(wire[(name, 1000)] > 0 for name in NEW_MAIL_SYNC_ROWS)
     # the state travels in a few refs: a quiet sync moves far fewer bytes than one ref per message would
     assert wire[("gitmail sync, nothing new (git daemon)", 1000)] * 10 < wire[(ONE_REF_PER_MESSAGE, 1000)]
+
+
+def benchmarks(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """scripts/benchmarks/main.py, imported as scripts/bench imports it."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from benchmarks import main
+
+    return main
+
+
+def test_every_group_module_is_measured_and_has_its_place_in_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    main = benchmarks(monkeypatch)
+    folder = ROOT / "scripts" / "benchmarks"
+    with_rows = {path.stem for path in folder.glob("*.py") if "\nROWS = " in path.read_text()}
+    assert with_rows == set(main.NAMES)
+    assert sorted(main.TABLE) == sorted(main.NAMES)
+    rows = [row for group in main.GROUPS for row in group.rows]
+    assert len(rows) == len(set(rows)) and main.BASELINE not in rows
+    assert set(main.row_order()) == {main.BASELINE, *rows}
+    run = subprocess.run(
+        [sys.executable, "scripts/bench", "--only", "reads,nosuch"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert run.returncode == 2
+    assert run.stderr.endswith(f"error: --only takes groups among {', '.join(main.NAMES)}\n")
+
+
+def test_a_group_measuring_a_row_it_does_not_declare_stops_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
+    main = benchmarks(monkeypatch)
+    from benchmarks.runner import BenchError, Row
+
+    group = main.GROUPS[0]
+    rows = [Row(name, 0, 1.0, 1.0, 1) for name in group.rows]
+    assert main.declared(group, rows) == rows
+    with pytest.raises(BenchError, match=r"measured rows it does not declare \(\['inbox, typo'\]\)"):
+        main.declared(group, [*rows, Row("inbox, typo", 0, 1.0, 1.0, 1)])
+    with pytest.raises(BenchError, match=r"did not measure rows it declares \(\['log -n 20'\]\)"):
+        main.declared(group, [row for row in rows if row.name != "log -n 20"])
+
+
+ATTACHMENT_TIMED_ROWS = [
+    "git hash-object -w, 10 MiB random",
+    "git hash-object -w, 10 MiB text",
+    "gitmail send",
+    "gitmail send --attach, 10 MiB random",
+    "gitmail send --attach, 10 MiB text",
+    "hook session-start, without attachments",
+    "hook session-start, with 10 MiB + 2 small attached",
+]
+ATTACHMENT_SYNC_ROWS = [
+    f"sync, 10 MiB {kind}, {when}" for kind in ("random", "text") for when in ("attached", "attached again")
+]
+
+
+@pytest.mark.slow
+def test_attachments_benchmark_reports_every_row() -> None:
+    done = subprocess.run(
+        [sys.executable, "scripts/bench-attachments", "--runs", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [record["row"] for record in records] == ATTACHMENT_TIMED_ROWS + ATTACHMENT_SYNC_ROWS
+    timed = records[: len(ATTACHMENT_TIMED_ROWS)]
+    assert all(set(record) == {"row", "median_ms", "min_ms", "cpu_median_ms", "cpu_min_ms"} for record in timed)
+    assert all(record[key] > 0 for record in timed for key in ("median_ms", "min_ms", "cpu_median_ms", "cpu_min_ms"))
+    synced = {record["row"]: record for record in records[len(ATTACHMENT_TIMED_ROWS) :]}
+    for kind in ("random", "text"):
+        first, again = synced[f"sync, 10 MiB {kind}, attached"], synced[f"sync, 10 MiB {kind}, attached again"]
+        assert first["pushed_bytes"] == first["fetched_bytes"] and again["pushed_bytes"] == again["fetched_bytes"]
+        # the same content attached again under another name does not cross the network again
+        assert 0 < again["pushed_bytes"] * 20 < first["pushed_bytes"], kind
+    assert synced["sync, 10 MiB random, attached"]["pushed_bytes"] > 10 * 2**20  # random bytes do not compress
