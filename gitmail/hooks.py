@@ -46,11 +46,11 @@ def main(argv: list[str]) -> int:
     if moment is None:
         return 0
     answer = contained(
-        lambda: run(moment, host, _stdin(), watch=watch), where=f"hook {moment}", fallback=_failure(moment)
+        lambda: run(moment, host, _stdin(), watch=watch), where=f"hook {moment} of {host}", fallback=_failure(moment)
     )
     code = _emit(answer)
     if answer.after is not None:
-        _afterwards(answer.after)
+        _afterwards(answer.after, host)
     return code
 
 
@@ -217,7 +217,7 @@ def _emit(answer: Answer) -> int:
     return answer.code
 
 
-def _afterwards(work: Callable[[], None]) -> None:
+def _afterwards(work: Callable[[], None], host: str) -> None:
     """Run `work` once the host has its answer: in a child of this process, detached from the host's pipes and
     process group, so the hook exits now and the host waits for nothing. What fails here is written at a later
     showing (receipts are only ever added where missing)."""
@@ -232,7 +232,7 @@ def _afterwards(work: Callable[[], None]) -> None:
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
-        contained(work, where="hook: recording what was shown", fallback=lambda line: None)
+        contained(work, where=f"hook of {host}: recording what was shown", fallback=lambda line: None)
     finally:
         os._exit(0)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import platform
 import resource
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import gitmail
 from gitmail import mailbox
 from gitmail.store.repository import Store
 from gitmail.store.writer import writing
@@ -333,7 +335,27 @@ def test_an_unexpected_failure_in_a_hook_never_fails_the_session(web: Path, box:
     assert said.startswith("gitmail could not check this repository's mail: an injected failure (details: ")
     tool = injected(web, "gitmail.actions", "at_moment", "hook", "tool", stdin=payload.replace("SessionStart", "x"))
     assert (tool.returncode, tool.stdout, tool.stderr) == (0, "", "")  # mid-turn: silent
-    assert (box.path.parent / "gitmail.log").read_text().count("RuntimeError: an injected failure") == 2
+    log = (box.path.parent / "gitmail.log").read_text()
+    assert log.count("RuntimeError: an injected failure") == 2
+    git = subprocess.run(["git", "--version"], capture_output=True, text=True, check=True).stdout.split()[2]
+    named = f"gitmail {gitmail.__version__}, Python {platform.python_version()}, git {git}"
+    assert f"hook session-start of claude: {named}\n" in log and f"hook tool of claude: {named}\n" in log
+
+
+def test_the_log_is_bounded_however_long_hooks_append_to_it(box: Store) -> None:
+    from gitmail.store import log
+
+    box.create()
+    path = box.path.parent / "gitmail.log"
+    line = "x" * 1000
+    for _ in range(3 * log.LIMIT // len(line)):
+        log.problem(box.path, line)
+    kept = path.with_name("gitmail.log.1")
+    assert path.stat().st_size < log.LIMIT and log.LIMIT <= kept.stat().st_size < log.LIMIT + 2 * len(line)
+    assert sorted(p.name for p in path.parent.iterdir() if p.name.startswith("gitmail.log")) == [
+        "gitmail.log",
+        "gitmail.log.1",
+    ]
 
 
 def test_a_stale_time_without_timezone_is_refused(box: Store) -> None:

@@ -1,5 +1,7 @@
 """The log beside the mailbox (gitmail.log): problems gitmail worked around, and the tracebacks of failures nobody
-foresaw. The one writer of it. Writing it never fails anything."""
+foresaw, each with the versions it happened under. The one writer of it. Writing it never fails anything, and it
+never grows past LIMIT: a full log becomes gitmail.log.1 (the one before that goes), so hooks that append to it at
+every session for years keep it small."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from pathlib import Path
 
 from gitmail.store.location import default_path, log_path
 
+LIMIT = 1 << 20  # bytes a log grows to before it is set aside as gitmail.log.1
+
 
 def problem(mailbox: Path, text: str) -> None:
     """A line saying what went wrong with the mailbox and what was done about it."""
@@ -16,8 +20,8 @@ def problem(mailbox: Path, text: str) -> None:
 
 
 def failure(error: BaseException, where: str) -> str:
-    """Log an unexpected failure with its traceback; the one line to show for it, naming the log when it was
-    written there."""
+    """Log an unexpected failure with its traceback and the versions of what ran (gitmail, Python, git, and the
+    host when `where` names one); the one line to show for it, naming the log when it was written there."""
     import traceback
 
     reason = (str(error).splitlines() or [type(error).__name__])[0]
@@ -26,15 +30,35 @@ def failure(error: BaseException, where: str) -> str:
     except Exception:  # an unusable GITMAIL_DIR, no home directory: the one line is enough
         return f"{reason}."
     detail = "".join(traceback.format_exception(error))
-    if _append(path, f"{where}: {detail}"):
+    if _append(path, f"{where}: {versions()}\n{detail}"):
         return f"{reason} (details: {path})."
     return f"{reason}."
+
+
+def versions() -> str:
+    """What a report of a failure needs first: "gitmail 0.1.0, Python 3.11.7, git 2.39.5"."""
+    import platform
+    import subprocess
+
+    from gitmail import __version__
+
+    try:
+        said = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=5).stdout.split()
+        git = said[2] if len(said) > 2 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        git = "not found"
+    return f"gitmail {__version__}, Python {platform.python_version()}, git {git}"
 
 
 def _append(path: Path, text: str) -> bool:
     try:
         if not os.path.isdir(path.parent):
             return False
+        try:
+            if os.stat(path).st_size >= LIMIT:
+                os.replace(path, path.with_name(path.name + ".1"))  # two at once: one log is set aside, not both
+        except FileNotFoundError:
+            pass
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} {text}\n")
         return True
