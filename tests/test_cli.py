@@ -177,7 +177,7 @@ def test_bad_bodies_are_refused_whole(cli: CliRunner, api: Path, stdin: bytes, t
 
 def test_ambiguous_ids_list_the_candidates(cli: CliRunner, api: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     made = iter(["abcd000000", "abcd111111"])
-    monkeypatch.setattr("gitmail.mailbox.new_id", lambda: next(made))
+    monkeypatch.setattr("gitmail.mailbox.composing.new_id", lambda: next(made))
     send(cli, api, "--to", "web", "-s", "1")
     send(cli, api, "--to", "web", "-s", "2")
     one_line_error(cli("show", "abcd"), 2, "id abcd is ambiguous: it matches abcd000000, abcd111111")
@@ -187,7 +187,7 @@ def test_an_ambiguous_prefix_names_ten_candidates_and_counts_the_rest(
     cli: CliRunner, box: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made = iter(f"abcd{n:06d}" for n in range(25))
-    monkeypatch.setattr("gitmail.mailbox.new_id", lambda: next(made))
+    monkeypatch.setattr("gitmail.mailbox.composing.new_id", lambda: next(made))
     for n in range(25):
         mailbox.send(box, sender="api", to="web", subject=str(n))
     listed = ", ".join(f"abcd{n:06d}" for n in range(10))

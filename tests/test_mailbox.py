@@ -207,7 +207,7 @@ def test_invalid_input_creates_no_mailbox(box: Store) -> None:
 
 def test_ids_resolve_by_unique_prefix_and_refuse_ambiguity(box: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     made = iter(["aaaa111111", "aaaa222222", "bbbb333333"])
-    monkeypatch.setattr("gitmail.mailbox.new_id", lambda: next(made))
+    monkeypatch.setattr("gitmail.mailbox.composing.new_id", lambda: next(made))
     for _ in range(3):
         mailbox.send(box, sender="api", to="web", subject="s")
     assert mailbox.show(box, "b").message.id == "bbbb333333"

@@ -105,6 +105,7 @@ def test_a_receipt_that_cannot_be_written_never_costs_delivery(web: Path, box: S
 def test_only_a_receipt_written_here_says_a_message_was_shown_here(box: Store) -> None:
     """What sync says of mail a remote archived ("never shown here") reads only this machine's receipts: one that
     arrived by sync, or that a remote made up, says nothing of this machine."""
+    from gitmail.mailbox.writes import receipts_change
     from gitmail.store.writer import writing
     from gitmail.sync.reconcile import _shown_here
     from gitmail.values.layout import locate
@@ -115,7 +116,7 @@ def test_only_a_receipt_written_here_says_a_message_was_shown_here(box: Store) -
     assert place is not None
     elsewhere = receipts.Record(receipts.DELIVERED, "web", entry.message.date, host="claude", machine="f" * 10)
     with writing(box, actor=RepoName("web")) as writer:
-        writer.apply(mailbox._receipts(writer, {entry.oid: [elsewhere]}, RepoName("web")), "test")
+        writer.apply(receipts_change(writer, {entry.oid: [elsewhere]}, RepoName("web")), "test")
     assert _shown_here(box, [place]) == {entry.message.id: False}
     mailbox.record_shown(box, repo="web", shown=[entry], host="claude", moment="session-start")
     assert _shown_here(box, [place]) == {entry.message.id: True}

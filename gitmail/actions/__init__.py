@@ -22,8 +22,8 @@ and each adapter says them in its own words. This is also gitmail's Python API:
 Expected failures raise `gitmail.errors.GitmailError` (a usage mistake is its subclass `UsageError`).
 
 One module per job: sending.py, reading.py, handling.py (done, reopen), addressing.py (sessions as addresses),
-attaching.py (files and patches), syncing.py, keys.py; rules.py (the checks every adapter shares) and written.py
-(what follows every write of mail).
+attaching.py (files and patches), syncing.py, signing.py (keys); rules.py (the checks every adapter shares) and
+written.py (what follows every write of mail).
 """
 
 from gitmail.actions.addressing import (
@@ -38,13 +38,13 @@ from gitmail.actions.addressing import (
 )
 from gitmail.actions.attaching import APPLY_OUTSIDE, UNCOMMITTED, Patched, Saved, apply, gather, save_attachment
 from gitmail.actions.handling import done, reopen
-from gitmail.actions.keys import allowed_signers, init_key, keys, revoke_key, trust_key, use_key
 from gitmail.actions.reading import HOOK_WAIT, Shown, at_moment, inbox, known, log, record, session_ended, show
 from gitmail.actions.rules import one_of
 from gitmail.actions.sending import Retracted, Sent, retract, send
+from gitmail.actions.signing import allowed_signers, init_key, keys, revoke_key, trust_key, use_key
 from gitmail.actions.syncing import add_remote, change_remote, remotes, remove_remote, sync
 from gitmail.store.opening import open_mailbox
-from gitmail.values.sessions import SessionView
+from gitmail.values.session_info import SessionView
 
 __all__ = [
     "APPLY_OUTSIDE",

@@ -17,7 +17,7 @@ from gitmail.values.mail import Pending
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
 from gitmail.values.phrase import Phrase
-from gitmail.values.sessions import Info, SessionView
+from gitmail.values.session_info import Info, SessionView
 from gitmail.workspace import Actor, Session
 
 SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")

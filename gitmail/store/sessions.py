@@ -31,7 +31,7 @@ from typing import Any
 from gitmail.store import hookfiles
 from gitmail.store.files import read_line, write_line
 from gitmail.store.lock import Deadline
-from gitmail.values.sessions import Info as Info  # re-exported: its readers name it sessions.Info
+from gitmail.values.session_info import Info as Info  # re-exported: its readers name it sessions.Info
 
 STALE_AFTER = 7 * 24 * 3600.0
 CLEAN_EVERY = 3600.0

@@ -69,7 +69,7 @@ UNSIGNED_MAIN = (
     "writer.Writer.signing_key = lambda self: None; sys.exit(entry.main())"
 )
 UNCHECKED_MAIN = (
-    "import sys, gitmail.__main__ as entry, gitmail.mailbox as mailbox; "
+    "import sys, gitmail.__main__ as entry, gitmail.mailbox.finding as mailbox; "
     "mailbox.vouched = lambda store, found: [None] * len(found); sys.exit(entry.main())"
 )
 
