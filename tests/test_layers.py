@@ -23,7 +23,7 @@ LAYERS = [
     ["gitmail.sync.reconcile", "gitmail.sync.engine", "gitmail.render"],
     ["gitmail.delivery", "gitmail.waking"],
     ["gitmail.actions"],
-    ["gitmail.sync.command", "gitmail.hooks", "gitmail.mcp", "gitmail.web", "gitmail.install", "gitmail.doctor"],
+    ["gitmail.hooks", "gitmail.mcp", "gitmail.web", "gitmail.install", "gitmail.doctor"],
     ["gitmail.cli"],
     ["gitmail.__main__"],
 ]

@@ -378,7 +378,7 @@ def test_a_quiet_sync_does_not_load_the_store(trio: tuple[Store, Store, Store], 
         "from gitmail.__main__ import main\n"
         "sys.argv = ['gitmail', 'sync']\n"
         "code = main()\n"
-        "print(code, sorted(m for m in ('gitmail.store.repository', 'gitmail.sync.engine', 'typing', 'subprocess') if m in sys.modules))\n"
+        "print(code, sorted(m for m in ('gitmail.store.repository', 'gitmail.sync.engine', 'typing', 'subprocess', 'typer') if m in sys.modules))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],

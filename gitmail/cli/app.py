@@ -457,8 +457,8 @@ def remote(ctx: typer.Context) -> None:
     repository URL (ssh, https, a path); several machines share one."""
     if ctx.invoked_subcommand is not None:
         return
+    from gitmail.cli import sync as synccli
     from gitmail.store import machines
-    from gitmail.sync import command as synccli
 
     box = open_mailbox()
     listed = actions.remotes(box)
@@ -615,7 +615,7 @@ def sync_command(
 ) -> None:
     """Bring this mailbox and its remotes to the same state, both ways: mail sent or archived on any machine
     reaches every other. Nothing is ever deleted; archived mail never comes back as pending."""
-    from gitmail.sync import command as synccli
+    from gitmail.cli import sync as synccli
 
     raise typer.Exit(synccli.run(name, quiet=quiet, auto=auto))
 
