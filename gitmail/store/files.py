@@ -7,24 +7,34 @@ from __future__ import annotations
 import errno
 import os
 import time
-from pathlib import Path
 
 from gitmail.errors import Unwritable
 
+TYPE_CHECKING = False  # typing's own costs an import; only annotations need this
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
-def write_atomically(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
-    """Replace `path` with `data`: a reader sees the old content or the new, never a part. `durable` syncs the file
-    and its directory to disk (a record that must survive power loss); without it a crash may lose the write, never
-    tear it (caches, hints). Raises Unwritable (a MailboxError), in one line, when the file system refuses."""
-    target = Path(path)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}")
+
+def write_atomically(
+    path: str | os.PathLike[str], data: bytes | Iterable[bytes], *, durable: bool = True, mode: int = 0o600
+) -> None:
+    """Replace `path` with `data` (bytes, or pieces of it written as they come: a file too large to hold whole): a
+    reader sees the old content or the new, never a part. `durable` syncs the file and its directory to disk (a
+    record that must survive power loss); without it a crash may lose the write, never tear it (caches, hints).
+    `mode`: the new file's permissions, less the umask (gitmail's own files are the user's alone; a file written
+    for the user to share, 0o644). Raises Unwritable (a MailboxError), in one line, when the file system refuses."""
+    target = os.fspath(path)
+    directory, name = os.path.split(target)
+    directory = directory or "."
+    temporary = os.path.join(directory, f".{name}.{os.getpid()}.{time.monotonic_ns()}")
     try:  # not tempfile: the hooks write with this, and importing tempfile costs them milliseconds
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     except OSError as error:
-        raise unwritable(target.parent, error) from None
+        raise unwritable(directory, error) from None
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for piece in (data,) if isinstance(data, bytes) else data:
+                handle.write(piece)
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
@@ -35,10 +45,10 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, *, durable: bool
         except OSError:
             pass
         if isinstance(error, OSError):
-            raise unwritable(target.parent, error) from None
+            raise unwritable(directory, error) from None
         raise
     if durable:
-        sync_directory(target.parent)
+        sync_directory(directory)
 
 
 def append_durably(path: str | os.PathLike[str], text: str, *, where: str | os.PathLike[str]) -> None:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from gitmail.errors import GitmailError, UsageError
+from gitmail.errors import GitmailError, Unwritable, UsageError
 from gitmail.store import gitcmd, machines, remotemoves
 from gitmail.store.files import unwritable
 from gitmail.store.log import problem
@@ -264,8 +264,8 @@ def _jitter() -> float:
 def _save(record: Record, store: Store, name: str) -> None:
     try:
         record.save(store.path, name)
-    except OSError as error:
-        raise unwritable(store.path, error) from None
+    except Unwritable as error:  # said of the mailbox, as every other failure to write it is
+        raise Unwritable(os.fspath(store.path), error.reason) from None
 
 
 # -- talking to the remote --------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ import http.cookies
 import os
 import re
 import secrets
-import tempfile
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -31,8 +30,9 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 import jinja2
 
 from gitmail import actions
-from gitmail.errors import GitmailError, NotFound, UsageError
+from gitmail.errors import GitmailError, NotFound, Unwritable, UsageError
 from gitmail.render import visible as escaped
+from gitmail.store.files import write_atomically
 from gitmail.store.repository import Store
 from gitmail.values.attachments import size_text
 from gitmail.values.names import RepoName, name_problem
@@ -174,26 +174,11 @@ def export(store: Store, target: Path) -> int:
     target = target.expanduser()
     if target.is_dir():
         raise UsageError(f"{target} is a directory; name the file to write, e.g. {target / 'mailbox.html'}")
-    try:
-        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    except OSError as error:
-        raise GitmailError(f"cannot write {target}: {error.strerror or error}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-        os.chmod(temporary, 0o644 & ~_umask())
-        os.replace(temporary, target)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    try:  # made to be shared, so readable by others as any file the user writes
+        write_atomically(target, (chunk.encode() for chunk in chunks), durable=False, mode=0o644)
+    except Unwritable as error:  # the file named, not the mailbox
+        raise GitmailError(f"cannot write {target}: {error.reason}") from None
     return len(snap.index.order)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def open_browser(url: str) -> bool:
