@@ -20,7 +20,7 @@ LAYERS = [
     ["gitmail.store"],
     ["gitmail.workspace", "gitmail.project", "gitmail.edge", "gitmail.codex"],
     ["gitmail.mailbox", "gitmail.sync.remotes", "gitmail.sync.quick", "gitmail.sync.background", "gitmail.arrivals"],
-    ["gitmail.sync.reconcile", "gitmail.sync.engine", "gitmail.render"],
+    ["gitmail.sync.remotestate", "gitmail.sync.reconcile", "gitmail.sync.engine", "gitmail.render"],
     ["gitmail.delivery", "gitmail.waking"],
     ["gitmail.actions"],
     ["gitmail.hooks", "gitmail.mcp", "gitmail.web", "gitmail.install", "gitmail.doctor"],
