@@ -12,7 +12,7 @@ def main() -> int:
 
         return hook_main(args[1:])
     if args[:1] == ["sync"]:
-        from gitmail.sync.command import main as sync_main
+        from gitmail.cli.sync import main as sync_main
 
         code = sync_main(args[1:])
         if code is not None:

@@ -12,6 +12,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.store.repository import Store
+from gitmail.sync import remotes
 from tests.reading import inbox as read_inbox
 
 
@@ -69,3 +70,15 @@ def test_no_command_imports_pydantic(web: Path, box: Store, args: tuple[str, ...
     modules = imported(*args, cwd=web)
     assert "gitmail.cli" in modules
     assert "pydantic" not in modules and "mcp" not in modules
+
+
+def test_sync_imports_no_command_line_library(web: Path, box: Store, tmp_path: Path) -> None:
+    """`gitmail sync` is routed before typer is imported, and its command line (cli/sync.py) needs none: the whole
+    way (nothing recorded yet, so the quick check cannot answer) loads the engine but no command-line library."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    remotes.add_remote(box, name="origin", url=str(remote))
+    modules = imported("sync", cwd=web)
+    assert {"gitmail.cli.sync", "gitmail.sync.engine"} <= modules
+    assert not {m for m in modules if m.split(".")[0] in ("typer", "click", "rich")}

@@ -21,10 +21,10 @@ LAYERS = [
     ["gitmail.store"],
     ["gitmail.workspace", "gitmail.project", "gitmail.edge", "gitmail.codex"],
     ["gitmail.mailbox", "gitmail.sync.remotes", "gitmail.sync.quick", "gitmail.sync.background", "gitmail.arrivals"],
-    ["gitmail.sync.reconcile", "gitmail.sync.engine", "gitmail.render"],
+    ["gitmail.sync.remotestate", "gitmail.sync.reconcile", "gitmail.sync.engine", "gitmail.render"],
     ["gitmail.delivery", "gitmail.waking"],
     ["gitmail.actions"],
-    ["gitmail.sync.command", "gitmail.hooks", "gitmail.mcp", "gitmail.web", "gitmail.install", "gitmail.doctor"],
+    ["gitmail.hooks", "gitmail.mcp", "gitmail.web", "gitmail.install", "gitmail.doctor"],
     ["gitmail.cli"],
     ["gitmail.__main__"],
 ]

@@ -636,13 +636,13 @@ def test_mail_forged_on_the_remote_is_unverified_everywhere_and_in_the_session_f
 
 
 def test_the_view_labels_a_message_as_show_does(pair: tuple[Store, Store]) -> None:
-    from gitmail.web import read
+    from gitmail.web import pages, snapshot
 
     a, b = pair
     entry = only(b)
-    item, _ = read.message(read.load(b), entry.message.id)
+    item, _ = pages.message(snapshot.load(b), entry.message.id)
     assert item.sender == f'VERIFIED by the key {own_key(a).fingerprint} of machine "laptop"'
-    mine, _ = read.message(read.load(a), entry.message.id)
+    mine, _ = pages.message(snapshot.load(a), entry.message.id)
     assert mine.sender == "UNVERIFIED" and mine.entry.verdict is None  # written there: today's rules
 
 

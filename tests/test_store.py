@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -314,3 +315,28 @@ def test_an_atomic_write_is_private_unless_told_and_can_keep_the_mode_a_file_had
     finally:
         os.umask(umask)
     assert sorted(p.name for p in folder.iterdir()) == ["record", "settings.json"]  # no temporary file left
+
+
+def test_a_file_written_atomically_in_pieces_lands_whole_or_not_at_all(tmp_path: Path) -> None:
+    """`write_atomically` takes the pieces of a file too large to hold (the view's export) as well as bytes, with
+    the permissions asked for less the umask; a write that fails midway leaves the old file and no stray."""
+    from gitmail.store.files import write_atomically
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    target = folder / "out.html"
+    target.write_bytes(b"old")
+    write_atomically(target, iter([b"one ", b"two"]), durable=False, mode=0o644)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert target.read_bytes() == b"one two" and target.stat().st_mode & 0o777 == 0o644 & ~mask
+
+    def failing() -> Iterator[bytes]:
+        yield b"half"
+        raise RuntimeError("stopped midway")
+
+    with pytest.raises(RuntimeError):
+        write_atomically(target, failing())
+    assert target.read_bytes() == b"one two" and [p.name for p in folder.iterdir()] == ["out.html"]
+    write_atomically(folder / "own", b"mine")
+    assert (folder / "own").stat().st_mode & 0o777 == 0o600

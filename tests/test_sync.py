@@ -21,7 +21,7 @@ from gitmail.store import machines as machine
 from gitmail.store.claims import claim, load_claims
 from gitmail.store.repository import Store
 from gitmail.store.writer import writing
-from gitmail.sync import background, reconcile, remotes
+from gitmail.sync import background, reconcile, remotes, remotestate
 from gitmail.sync import engine as sync
 from gitmail.sync import quick as synccheck
 from gitmail.values.layout import Change, State
@@ -221,7 +221,7 @@ def test_a_message_caught_mid_move_without_the_lock_is_not_brought_back(
     original = reconcile._compare
     calls: list[int] = []
 
-    def mid_retract(store: Store, there: reconcile.RemoteState, remote: str) -> reconcile.Comparison:
+    def mid_retract(store: Store, there: remotestate.RemoteState, remote: str) -> reconcile.Comparison:
         calls.append(1)
         if len(calls) > 1:
             return original(store, there, remote)
@@ -307,7 +307,7 @@ def test_many_arrivals_land_in_chunks_and_their_refs_are_packed(
     a, b, _ = trio
     monkeypatch.setattr(reconcile, "IMPORT_CHUNK", 7)
     monkeypatch.setattr(reconcile, "PACK_AFTER", 10)
-    monkeypatch.setattr(reconcile, "CARRIER_PARENTS", 4)
+    monkeypatch.setattr(remotestate, "CARRIER_PARENTS", 4)
     ids = [mailbox.send(a, sender="api", to="web", subject=f"m{i}").message.id for i in range(30)]
     sync_now(a)
     assert sync_now(b).received == 30
@@ -328,13 +328,13 @@ def test_a_sync_that_finds_nothing_new_changes_nothing(
     tip = git(remote, "rev-parse", "refs/gitmail-sync/state")
     before = refs_and_files(a)
     calls: list[str] = []
-    original = reconcile.read_remote
+    original = remotestate.read_remote
 
-    def counting(store: Store, name: str, tips: dict[str, str]) -> reconcile.RemoteState:
+    def counting(store: Store, name: str, tips: dict[str, str]) -> remotestate.RemoteState:
         calls.append(name)
         return original(store, name, tips)
 
-    monkeypatch.setattr(reconcile, "read_remote", counting)
+    monkeypatch.setattr(remotestate, "read_remote", counting)
     assert sync_now(a) == sync.Outcome("origin")
     assert calls == []  # recognised as quiet from the fetch and the fingerprint alone
     assert git(remote, "rev-parse", "refs/gitmail-sync/state") == tip
@@ -379,7 +379,7 @@ def test_a_quiet_sync_does_not_load_the_store(trio: tuple[Store, Store, Store], 
         "from gitmail.__main__ import main\n"
         "sys.argv = ['gitmail', 'sync']\n"
         "code = main()\n"
-        "print(code, sorted(m for m in ('gitmail.store.repository', 'gitmail.sync.engine', 'typing', 'subprocess') if m in sys.modules))\n"
+        "print(code, sorted(m for m in ('gitmail.store.repository', 'gitmail.sync.engine', 'typing', 'subprocess', 'typer') if m in sys.modules))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],

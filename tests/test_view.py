@@ -26,9 +26,9 @@ from gitmail.store.claims import claim
 from gitmail.store.repository import Store
 from gitmail.values.layout import State
 from gitmail.values.names import RepoName
-from gitmail.web import read as conversations
+from gitmail.web import pages, snapshot
 from gitmail.web import server as view
-from gitmail.web.read import Snapshot
+from gitmail.web.snapshot import Snapshot
 from tests.conftest import CliRunner, RepoFactory, at, mailbox_snapshot
 from tests.reading import inbox as read_inbox
 
@@ -69,9 +69,9 @@ def subjects(items: object) -> list[str]:
 def test_a_thread_is_a_message_and_its_replies_across_repos(box: Store) -> None:
     mail = fill(box)
     follow = mailbox.reply(box, sender="api", to_id=mail.answer, body="Thanks.", when=at(30))
-    snap = conversations.load(box)
+    snap = snapshot.load(box)
     for member in (mail.question, mail.answer, follow.message.id):
-        thread = conversations.thread(snap, member)
+        thread = pages.thread(snap, member)
         assert thread.root_id == mail.question
         got = [(i.entry.message.id, i.depth, i.entry.state, i.entry.message.sender) for i in thread.items]
         assert got == [
@@ -81,13 +81,13 @@ def test_a_thread_is_a_message_and_its_replies_across_repos(box: Store) -> None:
         ]
         assert all(i.delivered is None for i in thread.items)  # no receipts: the slot stays empty
     with pytest.raises(NotFound):
-        conversations.thread(snap, "0000000000")
+        pages.thread(snap, "0000000000")
 
 
 def test_a_message_shown_to_a_session_says_when_it_was_delivered(box: Store) -> None:
     sent = mailbox.send(box, sender="api", to="web", subject="shown", when=at(1))
     read_inbox(box, repo="web", host="claude")
-    item, _ = conversations.message(conversations.load(box), sent.message.id)
+    item, _ = pages.message(snapshot.load(box), sent.message.id)
     assert item.delivered is not None and item.delivered.tzinfo is not None
 
 
@@ -96,7 +96,7 @@ def test_sibling_replies_sit_under_what_they_answer_oldest_first(box: Store) -> 
     late = mailbox.reply(box, sender="web", to_id=first.message.id, body="second thought", when=at(9))
     early = mailbox.reply(box, sender="api", to_id=first.message.id, body="follow-up", when=at(3))
     nested = mailbox.reply(box, sender="web", to_id=early.message.id, body="on the follow-up", when=at(12))
-    thread = conversations.thread(conversations.load(box), first.message.id)
+    thread = pages.thread(snapshot.load(box), first.message.id)
     assert [(i.entry.message.id, i.depth) for i in thread.items] == [
         (first.message.id, 0),
         (early.message.id, 1),
@@ -108,7 +108,7 @@ def test_sibling_replies_sit_under_what_they_answer_oldest_first(box: Store) -> 
 def test_the_overview_shows_repos_what_waits_and_broadcasts_with_their_reach(box: Store, repos: RepoFactory) -> None:
     mail = fill(box)
     claim(box, repo=RepoName("docs"), path=repos("docs"))  # a repo that only ever looked
-    overview = conversations.overview(conversations.load(box))
+    overview = pages.overview(snapshot.load(box))
     rows = {str(r.name): (r.pending, r.oldest_pending, r.unseen_broadcasts) for r in overview.repos}
     assert rows == {
         "api": (1, at(5), 0),
@@ -134,34 +134,34 @@ def test_the_overview_shows_repos_what_waits_and_broadcasts_with_their_reach(box
 def test_conversations_come_in_pages_newest_activity_first(box: Store) -> None:
     ids = [mailbox.send(box, sender="api", to="web", subject=f"n{n}", when=at(n)).message.id for n in range(30)]
     mailbox.reply(box, sender="web", to_id=ids[0], body="revived", when=at(100))  # the oldest thread is now newest
-    snap = conversations.load(box)
-    first = conversations.conversations(snap, page=1)
-    second = conversations.conversations(snap, page=2)
+    snap = snapshot.load(box)
+    first = pages.conversations(snap, page=1)
+    second = pages.conversations(snap, page=2)
     assert (first.total, first.pages, first.has_previous, first.has_next) == (30, 2, False, True)
     assert [c.root.message.id for c in first.items] == [ids[0], *ids[29:5:-1]]
     assert [c.root.message.id for c in second.items] == ids[5:0:-1]
     assert (second.has_previous, second.has_next) == (True, False)
-    assert conversations.conversations(snap, page=3).items == []
+    assert pages.conversations(snap, page=3).items == []
 
 
 def test_a_repos_conversations_are_those_it_sent_or_received_in(box: Store) -> None:
     mail = fill(box)
-    snap = conversations.load(box)
-    assert [c.root.message.id for c in conversations.conversations(snap, repo="web").items] == [
+    snap = snapshot.load(box)
+    assert [c.root.message.id for c in pages.conversations(snap, repo="web").items] == [
         mail.quoted,
         mail.hostile,
         mail.question,
     ]
-    assert [c.root.message.id for c in conversations.conversations(snap, repo=QUOTED_REPO).items] == [mail.quoted]
-    assert conversations.conversations(snap, repo="nobody").items == []
-    assert [i.entry.message.id for i in conversations.waiting(snap, repo="api").items] == [mail.answer]
+    assert [c.root.message.id for c in pages.conversations(snap, repo=QUOTED_REPO).items] == [mail.quoted]
+    assert pages.conversations(snap, repo="nobody").items == []
+    assert [i.entry.message.id for i in pages.waiting(snap, repo="api").items] == [mail.answer]
 
 
 def test_broadcasts_list_active_and_retracted_with_their_reach(box: Store) -> None:
     mail = fill(box)
     later = mailbox.broadcast(box, sender="web", subject="Deploy at noon", when=at(40))
     mailbox.retract(box, sender="api", message_id=mail.cast)
-    listed = conversations.broadcasts(conversations.load(box))
+    listed = pages.broadcasts(snapshot.load(box))
     assert [(i.entry.message.id, i.entry.state, i.reached) for i in listed.items] == [
         (later.message.id, State.BROADCAST, ()),
         (mail.cast, State.RETRACTED, ("web",)),
@@ -170,10 +170,10 @@ def test_broadcasts_list_active_and_retracted_with_their_reach(box: Store) -> No
 
 def test_search_finds_subjects_and_bodies_in_any_case_and_ids(box: Store) -> None:
     mail = fill(box)
-    snap = conversations.load(box)
+    snap = snapshot.load(box)
 
     def found(text: str) -> list[str]:
-        return [i.entry.message.id for i in conversations.search(snap, text).items]
+        return [i.entry.message.id for i in pages.search(snap, text).items]
 
     assert found("SCHEMA v2") == [mail.answer, mail.question]
     assert found("status COLUMN") == [mail.question]
@@ -187,8 +187,8 @@ def test_search_finds_subjects_and_bodies_in_any_case_and_ids(box: Store) -> Non
 
 def test_search_comes_in_pages(box: Store) -> None:
     ids = [mailbox.send(box, sender="api", to="web", subject=f"report {n}", when=at(n)).message.id for n in range(27)]
-    snap = conversations.load(box)
-    first, second = conversations.search(snap, "report"), conversations.search(snap, "report", page=2)
+    snap = snapshot.load(box)
+    first, second = pages.search(snap, "report"), pages.search(snap, "report", page=2)
     assert [i.entry.message.id for i in first.items] == ids[:1:-1]
     assert first.has_next and not second.has_next
     assert [i.entry.message.id for i in second.items] == ids[1::-1]
@@ -214,33 +214,33 @@ def test_an_unreadable_document_is_shown_as_such(box: Store) -> None:
         .strip()
     )
     git("update-ref", "refs/gitmail/web/inbox/zzzzzzzzzz", commit)
-    snap = conversations.load(box)
-    thread = conversations.thread(snap, "zzzzzzzzzz")
+    snap = snapshot.load(box)
+    thread = pages.thread(snap, "zzzzzzzzzz")
     assert thread.unreadable == ("zzzzzzzzzz",)
     assert thread.items[0].entry.message.subject == "(this message's document cannot be read)"
-    overview = conversations.overview(snap)
+    overview = pages.overview(snap)
     assert {c.root.message.id for c in overview.conversations.items} == {fine.message.id, "zzzzzzzzzz"}
 
 
 def test_a_missing_mailbox_reads_as_empty_and_is_not_created(box: Store) -> None:
-    snap = conversations.load(box)
-    assert not snap.exists and snap.token == conversations.change_token(box) == "absent"
-    overview = conversations.overview(snap)
+    snap = snapshot.load(box)
+    assert not snap.exists and snap.token == snapshot.change_token(box) == "absent"
+    overview = pages.overview(snap)
     assert overview.repos == () and overview.conversations.items == [] and overview.waiting.total == 0
     assert not box.path.exists()
 
 
 def test_the_change_token_moves_with_every_kind_of_write_and_only_then(box: Store) -> None:
-    tokens = [conversations.change_token(box)]
+    tokens = [snapshot.change_token(box)]
 
     def moved() -> None:
-        token = conversations.change_token(box)
+        token = snapshot.change_token(box)
         assert token not in tokens
         tokens.append(token)
 
     sent = mailbox.send(box, sender="api", to="web", subject="one", when=at(0))
     moved()
-    assert conversations.change_token(box) == tokens[-1]  # nothing written: the same token
+    assert snapshot.change_token(box) == tokens[-1]  # nothing written: the same token
     cast = mailbox.broadcast(box, sender="api", subject="all", when=at(1))
     moved()
     read_inbox(box, repo="web")  # records the hand-over in the seen-set notes
@@ -277,7 +277,7 @@ def whole(snap: Snapshot) -> object:
 
 
 def test_a_snapshot_carried_forward_equals_one_read_whole(box: Store) -> None:
-    snap = conversations.load(box)
+    snap = snapshot.load(box)
     steps: list[Callable[[], object]] = [
         lambda: fill(box),
         lambda: mailbox.reply(box, sender="api", to_id=snap.index.nodes[snap.index.order[-1][2]].id, when=at(50)),
@@ -288,10 +288,10 @@ def test_a_snapshot_carried_forward_equals_one_read_whole(box: Store) -> None:
     ]
     for step in steps:
         step()
-        carried = conversations.load(box, snap)
+        carried = snapshot.load(box, snap)
         assert carried is not snap
-        assert whole(carried) == whole(conversations.load(box))
-        assert conversations.load(box, carried) is carried  # nothing changed since: the same snapshot
+        assert whole(carried) == whole(snapshot.load(box))
+        assert snapshot.load(box, carried) is carried  # nothing changed since: the same snapshot
         snap = carried
 
 
@@ -301,12 +301,12 @@ def test_a_reply_arriving_before_what_it_answers_rebuilds_the_thread(box: Store)
     answer = mailbox.reply(box, sender="web", to_id=first.message.id, body="answer", when=at(1))
     ref = f"refs/gitmail/web/archive/{first.message.id}"
     subprocess.run(["git", "--git-dir", str(box.path), "update-ref", "-d", ref], check=True)
-    orphaned = conversations.load(box)
-    assert conversations.thread(orphaned, answer.message.id).root_id == answer.message.id
+    orphaned = snapshot.load(box)
+    assert pages.thread(orphaned, answer.message.id).root_id == answer.message.id
     subprocess.run(["git", "--git-dir", str(box.path), "update-ref", ref, first.oid], check=True)
-    joined = conversations.load(box, orphaned)
-    assert conversations.thread(joined, answer.message.id).root_id == first.message.id
-    assert whole(joined) == whole(conversations.load(box))
+    joined = snapshot.load(box, orphaned)
+    assert pages.thread(joined, answer.message.id).root_id == first.message.id
+    assert whole(joined) == whole(snapshot.load(box))
 
 
 # -- the server -------------------------------------------------------------------------------------------------
@@ -381,7 +381,7 @@ def test_a_host_other_than_the_served_address_is_refused(served: Client, host: s
 def test_no_method_but_get_and_head_is_accepted(served: Client, box: Store, method: str) -> None:
     fill(box)
     before = mailbox_snapshot(box.path)
-    for path in ("/", "/changes", f"/thread/{conversations.load(box).index.order[0][1]}"):
+    for path in ("/", "/changes", f"/thread/{snapshot.load(box).index.order[0][1]}"):
         reply = served(path, method=method)
         assert reply.status == 405 and reply.headers["allow"] == "GET, HEAD"
     assert mailbox_snapshot(box.path) == before
@@ -523,10 +523,10 @@ def test_new_mail_moves_the_change_token_the_page_polls(served: Client, box: Sto
     assert "no mailbox at" in Markup(served("/").text).words.lower()
     sent = mailbox.send(box, sender="api", to="web", subject="Arrives later", when=at(0))
     after = served("/changes")
-    assert after.text != empty.text and f'"{conversations.change_token(box)}"' in after.text
+    assert after.text != empty.text and f'"{snapshot.change_token(box)}"' in after.text
     page = served("/")
     assert "Arrives later" in page.text
-    assert f'data-token="{conversations.change_token(box)}"' in page.text
+    assert f'data-token="{snapshot.change_token(box)}"' in page.text
     mailbox.done(box, repo="web", ids=[sent.message.id])
     assert "Nothing is waiting" in served("/").text
 
@@ -571,7 +571,7 @@ def test_pages_stay_right_while_another_process_writes(served: Client, box: Stor
     assert writer.wait(timeout=120) == 0
     assert failures == []
     served("/")
-    assert whole(served.server.snapshot) == whole(conversations.load(box))
+    assert whole(served.server.snapshot) == whole(snapshot.load(box))
     assert f'<span class="n">{4 + 40}</span>' in served("/").text
 
 
@@ -722,7 +722,7 @@ def test_a_busy_port_is_one_clear_error(cli: CliRunner, box: Store) -> None:
 
 
 def test_no_other_command_imports_the_view() -> None:
-    code = "import sys, gitmail.cli; print(sorted(m for m in ('jinja2', 'gitmail.view', 'gitmail.conversations') if m in sys.modules))"
+    code = "import sys, gitmail.cli; print(sorted(m for m in ('jinja2', 'gitmail.web.server', 'gitmail.web.snapshot', 'gitmail.web.pages') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 

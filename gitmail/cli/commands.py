@@ -1,5 +1,5 @@
 """What each mail command does between its parsed arguments and its output: who acts, one call to the action layer,
-and what is printed. The typer app (app.py) and the quick path (quick.py) both parse into these, so a command
+and what is printed. The typer commands (mail.py) and the quick path (quick.py) both parse into these, so a command
 behaves the same whichever parsed it. Imports no command-line library.
 """
 

@@ -3,7 +3,7 @@
 a `send` may (the benchmark's send and inbox rows, beside the fastest peer). Anything else (help, an option it does
 not know, a value that looks like an option, `--`) returns None, and the typer app parses it as always.
 
-The options below are typer's own (app.py), spelled again for speed; a test checks that every one of them means
+The options below are typer's own (mail.py), spelled again for speed; a test checks that every one of them means
 here what it means there.
 """
 

@@ -7,41 +7,48 @@ from __future__ import annotations
 import errno
 import os
 import time
-from pathlib import Path
 
 from gitmail.errors import Unwritable
+
+TYPE_CHECKING = False  # typing's own costs an import; only annotations need this
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 
 def write_atomically(
     path: str | os.PathLike[str],
-    data: bytes,
+    data: bytes | Iterable[bytes],
     *,
     durable: bool = True,
     mode: int | None = None,
     keep_mode: bool = False,
 ) -> None:
-    """Replace `path` with `data`: a reader sees the old content or the new, never a part. `durable` syncs the file
-    and its directory to disk (a record that must survive power loss); without it a crash may lose the write, never
-    tear it (caches, hints). The file is private to its owner (0600, less the umask) unless `mode` sets its
-    permissions exactly; `keep_mode` gives a file that exists the permissions it had, so someone else's file (a
-    host's settings) stays as readable as its owner made it. Raises Unwritable (a MailboxError), in one line, when
-    the file system refuses."""
-    target = Path(path)
+    """Replace `path` with `data` (bytes, or pieces of it written as they come: a file too large to hold whole): a
+    reader sees the old content or the new, never a part. `durable` syncs the file and its directory to disk (a
+    record that must survive power loss); without it a crash may lose the write, never tear it (caches, hints).
+    The file is private to its owner (0600, less the umask) unless `mode` sets its permissions exactly (a file
+    written for the user to share: 0o644); `keep_mode` gives a file that exists the permissions it had, so someone
+    else's file (a host's settings) stays as readable as its owner made it. Raises Unwritable (a MailboxError), in
+    one line, when the file system refuses."""
+    target = os.fspath(path)
+    directory, name = os.path.split(target)
+    directory = directory or "."
     if keep_mode:
         try:
             mode = os.stat(target).st_mode & 0o7777
         except OSError:
             pass  # none to keep (no such file), or the write below says why not
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}")
+    temporary = os.path.join(directory, f".{name}.{os.getpid()}.{time.monotonic_ns()}")
     try:  # not tempfile: the hooks write with this, and importing tempfile costs them milliseconds
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except OSError as error:
-        raise unwritable(target.parent, error) from None
+        raise unwritable(directory, error) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             if mode is not None:
                 os.fchmod(handle.fileno(), mode)
-            handle.write(data)
+            for piece in (data,) if isinstance(data, bytes) else data:
+                handle.write(piece)
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
@@ -52,10 +59,10 @@ def write_atomically(
         except OSError:
             pass
         if isinstance(error, OSError):
-            raise unwritable(target.parent, error) from None
+            raise unwritable(directory, error) from None
         raise
     if durable:
-        sync_directory(target.parent)
+        sync_directory(directory)
 
 
 def append_durably(path: str | os.PathLike[str], text: str, *, where: str | os.PathLike[str]) -> None:

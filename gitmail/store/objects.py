@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from gitmail.errors import MailboxError, Transient, UsageError
-from gitmail.store import gitcmd, loose, refs
+from gitmail.store import catfile, loose, refs
 from gitmail.store.files import sync_directory, unwritable
 from gitmail.store.repository import Store
 from gitmail.values import sshsig
@@ -62,7 +62,7 @@ class Objects:
     def __init__(self, store: Store) -> None:
         self.store, self.path = store, store.path
         self._folders: set[str] = set()  # object folders written to: each synced once, when the write is done
-        self._reader: gitcmd.BatchReader | None = None  # one git cat-file for every read of this write
+        self._reader: catfile.BatchReader | None = None  # one git cat-file for every read of this write
         self.sign: Callable[[bytes], str | None] | None = None  # signs every commit written (the writer's key)
 
     def close(self) -> None:
@@ -76,7 +76,7 @@ class Objects:
         found = loose.read(self.path, specs, damaged=self.store.damaged)
         rest = [spec for spec, got in zip(specs, found, strict=True) if got is loose.ELSEWHERE]
         if rest and self._reader is None:
-            self._reader = gitcmd.BatchReader(self.path)
+            self._reader = catfile.BatchReader(self.path)
         answers = iter(self._reader.read(rest, damaged=self.store.damaged) if rest and self._reader else [])
         return [next(answers) if got is loose.ELSEWHERE else got if isinstance(got, bytes) else None for got in found]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
-from gitmail.store import gitcmd, gitconfig, lock, loose, refs, stamps
+from gitmail.store import catfile, gitcmd, gitconfig, lock, loose, refs, stamps
 from gitmail.store.files import unwritable
 from gitmail.store.location import MAILBOX_ENV, OWN_DIR, default_path
 from gitmail.store.lock import Deadline
@@ -44,7 +44,7 @@ class Store:
         self.path = Path(path).expanduser() if path is not None else default_path()
         self._checked = False
         self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
-        self._reader: gitcmd.BatchReader | None = None  # a cat-file kept running, for long-lived processes
+        self._reader: catfile.BatchReader | None = None  # a cat-file kept running, for long-lived processes
         self._settings: tuple[tuple[int, int, int] | None, gitconfig.Config] | None = None  # the config, as last read
         self.damaged: set[str] = set()  # objects found unreadable (damaged on disk): read as missing, named here
 
@@ -194,7 +194,7 @@ class Store:
         except gitcmd.GitFailed as failure:
             if (
                 not re.search(r"\b(bad|missing) object\b", failure.stderr)
-                and gitcmd.unreadable_object(failure.stderr) is None
+                and catfile.unreadable_object(failure.stderr) is None
             ):
                 raise
         globs = [a.split("=", 1)[1] for a in args if a.startswith("--glob=")]
@@ -294,13 +294,13 @@ class Store:
     def _cat_file(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
         if self._reader is not None:
             return self._reader.read(specs, limit=limit, damaged=self.damaged)
-        return gitcmd.cat_file(self.path, specs, self.damaged, limit=limit)
+        return catfile.cat_file(self.path, specs, self.damaged, limit=limit)
 
     def keep_reading(self) -> None:
         """For a process that reads this mailbox many times (the MCP server): keep one `git cat-file` running for
         `read` instead of starting one per read. `close` stops it."""
         if self._reader is None:
-            self._reader = gitcmd.BatchReader(self.path)
+            self._reader = catfile.BatchReader(self.path)
 
     def close(self) -> None:
         reader, self._reader = self._reader, None
@@ -311,7 +311,7 @@ class Store:
         """What each of these refs points at, for those that exist and point at an object the mailbox has."""
         if not refs:
             return {}
-        lines = gitcmd.cat_file(self.path, refs, self.damaged, check="%(objectname)")
+        lines = catfile.cat_file(self.path, refs, self.damaged, check="%(objectname)")
         return {ref: line.decode(errors="replace") for ref, line in zip(refs, lines, strict=True) if line is not None}
 
     def written(self, refs: Sequence[str]) -> dict[str, str]:
@@ -349,7 +349,7 @@ class Store:
         """Which of these objects the mailbox does not have."""
         if not oids:
             return set()
-        lines = gitcmd.cat_file(self.path, oids, self.damaged, check="%(objectname)")
+        lines = catfile.cat_file(self.path, oids, self.damaged, check="%(objectname)")
         return {oid for oid, line in zip(oids, lines, strict=True) if line is None}
 
     # -- writes -------------------------------------------------------------------------------------------------

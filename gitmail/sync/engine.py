@@ -1,10 +1,11 @@
 """Sync: bring this mailbox and a remote to the same state, both ways, through any git remote; and sync in the
 background.
 
-One sync: ask the remote what it holds (`git ls-remote`); if that and this mailbox's ref files are as the last
-sync left them, stop there. Otherwise fetch (only when the remote moved), reconcile (reconcile.py: arrivals land
-through the store's writer), and push every ref that changed in one atomic push, each ref leased on the value the
-remote had. When another machine pushed in between, fetch, reconcile and push again, a bounded number of times.
+One sync: ask the remote what it holds (`git ls-remote`); if that and this mailbox's ref files are as the last sync
+left them, stop there. Otherwise fetch (only when the remote moved), reconcile (reconcile.py, over the remote's
+state as remotestate.py reads it: arrivals land through the store's writer), and push every ref that changed in one
+atomic push, each ref leased on the value the remote had. When another machine pushed in between, fetch, reconcile
+and push again, a bounded number of times.
 
 Sync fetches and pushes outside the mailbox lock, under a sync lock of its own (one sync of a mailbox at a time):
 sends and session starts are never held up by a slow network. It fetches and pushes in a small repository that
@@ -22,12 +23,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from gitmail.errors import GitmailError, UsageError
+from gitmail.errors import GitmailError, Unwritable, UsageError
 from gitmail.store import gitcmd, machines
 from gitmail.store.files import unwritable
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
-from gitmail.sync import background, quick, reconcile
+from gitmail.sync import background, quick, reconcile, remotestate
 from gitmail.sync.quick import Record, fingerprint
 from gitmail.sync.remotes import (
     REMOTE_ROOT,
@@ -216,7 +217,7 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 _fetch(store, remote, sorted(advertised), lock_fd)
                 tips = _tracking(store, remote.name)
             try:
-                there = reconcile.read_remote(store, remote.name, tips)
+                there = remotestate.read_remote(store, remote.name, tips)
                 seen, plan = reconcile.reconcile(store, there, here, remote.name, since=before.get(STATE))
             except NotGitmail:
                 _restore_tracking(store, remote.name, before)
@@ -265,8 +266,8 @@ def _jitter() -> float:
 def _save(record: Record, store: Store, name: str) -> None:
     try:
         record.save(store.path, name)
-    except OSError as error:
-        raise unwritable(store.path, error) from None
+    except Unwritable as error:  # said of the mailbox, as every other failure to write it is
+        raise Unwritable(os.fspath(store.path), error.reason) from None
 
 
 # -- talking to the remote --------------------------------------------------------------------------------------

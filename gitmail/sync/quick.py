@@ -1,11 +1,13 @@
 """What the last sync with each remote left, and whether a sync now would find nothing new — answered with os,
-json and one `git ls-remote` per remote, before the rest of gitmail is imported.
+json, the store's git runner, config reader and file writer, and one `git ls-remote` per remote, before the rest of
+gitmail is imported.
 
-A sync that finds nothing new should cost little more than the fetch it stands for, and importing gitmail's store
-alone costs more than half of one. So `gitmail sync` asks here first: does the mailbox's config name the remotes
-and URLs the last sync saw, does each remote hold what it held then (`git ls-remote` reads no local ref; a fetch
-reads every one), and are the mailbox's ref files as they were then (`fingerprint`)? Only a yes to all of it stops
-here; anything else, or anything out of the ordinary, goes the whole way (sync.py), which records anew.
+A sync that finds nothing new should cost little more than the fetch it stands for, and importing the rest of
+gitmail's store alone costs more than half of one. So `gitmail sync` (cli/sync.py) asks here first: does the
+mailbox's config name the remotes and URLs the last sync saw, does each remote hold what it held then (`git
+ls-remote` reads no local ref; a fetch reads every one), and are the mailbox's ref files as they were then
+(`fingerprint`)? Only a yes to all of it stops here; anything else, or anything out of the ordinary, goes the whole
+way (engine.py), which records anew.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import json
 import os
 import time
 
-from gitmail.errors import UsageError
+from gitmail.errors import Unwritable, UsageError
 from gitmail.store import gitcmd, gitconfig
+from gitmail.store.files import unwritable, write_atomically
 from gitmail.store.location import mailbox_path
 
 TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
@@ -82,19 +85,15 @@ class Record:
             return cls()
 
     def save(self, mailbox: str | os.PathLike[str], name: str) -> None:
-        """Written whole or not at all, not synced to disk: losing it costs one full sync."""
+        """Written whole or not at all, not synced to disk: losing it costs one full sync. Raises Unwritable when
+        the file system refuses."""
         data = {key: getattr(self, key) for key in self.__slots__}
         path = self.path(mailbox, name)
-        temporary = f"{os.path.dirname(path)}{os.sep}.{name}.json.{os.getpid()}"
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         try:
-            with open(temporary, "w", encoding="utf-8") as handle:
-                json.dump(data, handle, indent=1)
-            os.replace(temporary, path)
-        except OSError:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        except OSError as error:
+            raise unwritable(os.path.dirname(path), error) from None
+        write_atomically(path, json.dumps(data, indent=1).encode(), durable=False)
 
     def in_step(self, url: str, tips: dict[str, str], mailbox: str | os.PathLike[str]) -> bool:
         """Whether the remote (as `tips` show it) and the mailbox are as this record left them."""
@@ -203,7 +202,7 @@ def up_to_date(name: str | None = None) -> list[str] | None:
             record.last_attempt = record.last_success = now
             record.error = None
             record.save(mailbox, remote)
-    except OSError:
+    except (OSError, Unwritable):
         return None
     return chosen
 

@@ -17,7 +17,6 @@ import http.cookies
 import os
 import re
 import secrets
-import tempfile
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -31,13 +30,14 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 import jinja2
 
 from gitmail import actions
-from gitmail.errors import GitmailError, NotFound, UsageError
+from gitmail.errors import GitmailError, NotFound, Unwritable, UsageError
 from gitmail.render import visible as escaped
+from gitmail.store.files import write_atomically
 from gitmail.store.repository import Store
 from gitmail.values.attachments import size_text
 from gitmail.values.names import RepoName, name_problem
-from gitmail.web import read as conversations
-from gitmail.web.read import Snapshot
+from gitmail.web import pages, snapshot
+from gitmail.web.snapshot import Snapshot
 
 POLL_SECONDS = 2  # how often an open page asks whether the mailbox changed
 IDLE_SECONDS = 30.0  # how long a connection may wait to send its request (or the rest of it) before it is closed
@@ -152,7 +152,7 @@ def export(store: Store, target: Path) -> int:
     how many conversations it holds. Written aside and renamed into place, so a failure leaves no half file. An
     export is made to be shared: it leaves out where things are on this machine (the mailbox's path, the paths of
     the repositories that use each name), which the served view shows."""
-    snap = conversations.load(store)
+    snap = snapshot.load(store)
     css = static("view.css")
     digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
     policy = f"default-src 'none'; style-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
@@ -163,9 +163,9 @@ def export(store: Store, target: Path) -> int:
             snap=snap,
             links=ExportLinks(),
             mailbox="",  # not shown: see above
-            overview=conversations.overview(snap),
-            waiting=conversations.waiting(snap, limit=_ALL),
-            threads=conversations.every_thread(snap),
+            overview=pages.overview(snap),
+            waiting=pages.waiting(snap, limit=_ALL),
+            threads=pages.every_thread(snap),
             css=css,
             policy=policy,
             made=datetime.now(UTC).astimezone(),
@@ -174,26 +174,11 @@ def export(store: Store, target: Path) -> int:
     target = target.expanduser()
     if target.is_dir():
         raise UsageError(f"{target} is a directory; name the file to write, e.g. {target / 'mailbox.html'}")
-    try:
-        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    except OSError as error:
-        raise GitmailError(f"cannot write {target}: {error.strerror or error}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-        os.chmod(temporary, 0o644 & ~_umask())
-        os.replace(temporary, target)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    try:  # made to be shared, so readable by others as any file the user writes
+        write_atomically(target, (chunk.encode() for chunk in chunks), durable=False, mode=0o644)
+    except Unwritable as error:  # the file named, not the mailbox
+        raise GitmailError(f"cannot write {target}: {error.reason}") from None
     return len(snap.index.order)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def open_browser(url: str) -> bool:
@@ -230,7 +215,7 @@ class Server:
 
     def __init__(self, store: Store, *, port: int = 0) -> None:
         self.store = store
-        self.snapshot = conversations.load(store)  # read before the URL is given out: the first page is quick
+        self.snapshot = snapshot.load(store)  # read before the URL is given out: the first page is quick
         for name in ("overview.html", "thread.html", "error.html"):
             environment().get_template(name)  # compiled now for the same reason
         self.secret = secrets.token_urlsafe(32)
@@ -252,7 +237,7 @@ class Server:
     def current(self) -> Snapshot:
         """The mailbox as it is now; one request at a time brings the index up to date."""
         with self._refreshing:
-            self.snapshot = conversations.load(self.store, self.snapshot)
+            self.snapshot = snapshot.load(self.store, self.snapshot)
             return self.snapshot
 
     def serve_forever(self) -> None:
@@ -387,13 +372,13 @@ class _Handler(BaseHTTPRequestHandler):
 
         parts = path.split("/")
         if path == "/":
-            return show("overview.html", overview=conversations.overview(snap, page=page))
+            return show("overview.html", overview=pages.overview(snap, page=page))
         if path == "/broadcasts":
-            return show("broadcasts.html", broadcasts=conversations.broadcasts(snap, page=page))
+            return show("broadcasts.html", broadcasts=pages.broadcasts(snap, page=page))
         if path == "/search":
             if "\0" in text:
                 raise _Response(HTTPStatus.BAD_REQUEST, "A search cannot hold a NUL character.")
-            return show("search.html", query=text, results=conversations.search(snap, text, page=page))
+            return show("search.html", query=text, results=pages.search(snap, text, page=page))
         if len(parts) != 3 or parts[1] not in ("thread", "message", "repo") or not parts[2]:
             raise NotFound(f"nothing at {path}")
         try:
@@ -401,19 +386,19 @@ class _Handler(BaseHTTPRequestHandler):
         except UnicodeDecodeError:
             raise NotFound(f"nothing at {path}") from None
         if parts[1] == "thread":
-            return show("thread.html", thread=conversations.thread(snap, name), focus=name)
+            return show("thread.html", thread=pages.thread(snap, name), focus=name)
         if parts[1] == "message":
-            item, replies = conversations.message(snap, name)
+            item, replies = pages.message(snap, name)
             return show("message.html", item=item, replies=replies)
-        known = {str(r.name): r for r in conversations.repos(snap)}
+        known = {str(r.name): r for r in pages.repos(snap)}
         if name not in known:
             raise NotFound(f"no repo named {name!r} has used this mailbox")
         return show(
             "repo.html",
             repo=known[name],
             sessions=actions.sessions_here(snap.store, RepoName(name)) if not name_problem(name) else None,
-            waiting=conversations.waiting(snap, repo=name, limit=_ALL),
-            conversations=conversations.conversations(snap, repo=name, page=page),
+            waiting=pages.waiting(snap, repo=name, limit=_ALL),
+            conversations=pages.conversations(snap, repo=name, page=page),
         )
 
     def _send(
@@ -452,7 +437,7 @@ def _download(snap: Snapshot, path: str) -> tuple[HTTPStatus, str, bytes, dict[s
         name = unquote(parts[3], errors="strict")
     except UnicodeDecodeError:
         raise NotFound(f"nothing at {path}") from None
-    item, content = conversations.attachment(snap, parts[2], name)
+    item, content = pages.attachment(snap, parts[2], name)
     fallback = re.sub(r"[^A-Za-z0-9._ ()-]", "_", item.name) or "attachment"
     headers = {
         "Content-Disposition": f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(item.name, safe='')}",

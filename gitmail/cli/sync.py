@@ -1,7 +1,7 @@
 """`gitmail sync`, run without the command-line library: users, cron and the background start run it, and a sync
 that finds nothing new should cost little more than the fetch it makes. `python -m gitmail sync [NAME] [--quiet]
 [--auto]` comes here straight from __main__ (as the hook does); the typer command of the same name, for --help,
-calls `run` too. Errors end as everywhere else (edge.py).
+calls `run` too, and `gitmail remote` prints `remote_line`. Errors end as everywhere else (edge.py).
 """
 
 from __future__ import annotations
