@@ -14,7 +14,9 @@ Python: the record reads it when loaded and writes it when saved.
 
 Whether a session is still there is never guessed from a timestamp a crash leaves behind: the host process it ran
 in is recorded with its start time, and is asked (through /proc) whether it still runs; a session end the host
-reports ends it too. Where no process can be asked (no /proc), the state is said to be unchecked.
+reports ends it too. The record and `.live` are files a session may write, so the process they name counts only
+when it is a host program (Claude Code or Codex) of this user, started at the very time recorded and not a zombie;
+anything else is gone. Where no process can be asked (no /proc), the state is said to be unchecked.
 """
 
 from __future__ import annotations
@@ -28,13 +30,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gitmail.store import hookfiles
+from gitmail.store import hookfiles, processes
 from gitmail.store.files import read_line, write_line
 from gitmail.store.lock import Deadline
 
 STALE_AFTER = 7 * 24 * 3600.0
 CLEAN_EVERY = 3600.0
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "busybox", "env", "timeout"})  # what a hook runs through
+# The command names of the host programs: Claude Code (its own binary, or Node.js running it) and Codex.
+HOSTS = frozenset({"claude", "node", "codex"})
 key = hookfiles.session_key
 
 
@@ -257,7 +261,8 @@ class Info(NamedTuple):
     end_reason: str
     state: str  # "live" (in a turn), "idle", or "ended"
     checked: bool  # whether its process could be asked (else the state rests on what its hooks last said)
-    pid: int | None
+    pid: int | None  # the host process its hooks recorded, and when that started (clock ticks since boot)
+    ticks: int | None
     watch: bool  # its start asked to be woken when mail arrives (Claude Code's wake hook is installed)
 
     @property
@@ -313,6 +318,7 @@ def _info(mailbox: Path, name: str, repo: str | None = None) -> Info | None:
         state=state,
         checked=running is not None or ended_at is not None,
         pid=pid,
+        ticks=ticks,
         watch=bool(data.get("watch")),
     )
 
@@ -322,38 +328,22 @@ def host_process() -> tuple[int, int] | None:
     Python started by hook.sh, started by the host's shell), with its start time; None without /proc."""
     pid = os.getppid()
     for _ in range(5):
-        stat = _stat(pid)
-        if stat is None:
+        found = processes.stat(pid)
+        if found is None:
             return None
-        comm, parent, ticks = stat
-        if comm not in SHELLS and not comm.startswith("python"):
-            return pid, ticks
-        pid = parent
+        if found.comm not in SHELLS and not found.comm.startswith("python"):
+            return pid, found.ticks
+        pid = found.parent
     return None
 
 
 def alive(pid: int | None, ticks: int | None) -> bool | None:
-    """Whether that process still runs (the same one: a reused pid has another start time); None when it cannot
-    be asked."""
-    if pid is None or not os.path.isdir("/proc/self"):
+    """Whether the host process recorded still runs: the same process (a reused pid has another start time), not a
+    zombie, a host program, this user's. None when it cannot be asked."""
+    if pid is None or ticks is None or not os.path.isdir("/proc/self"):
         return None
-    stat = _stat(pid)
-    return stat is not None and (ticks is None or stat[2] == ticks)
-
-
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """A process's command name, parent and start time (clock ticks since boot), from /proc."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return None
-    comm = text[text.find("(") + 1 : text.rfind(")")]
-    fields = text[text.rfind(")") + 2 :].split()
-    try:
-        return comm, int(fields[1]), int(fields[19])
-    except (IndexError, ValueError):
-        return None
+    found = processes.running(pid, ticks)
+    return found is not None and found.comm in HOSTS and processes.ours(pid)
 
 
 def _numbers(line: str) -> tuple[int | None, int | None]:
