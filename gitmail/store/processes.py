@@ -1,15 +1,19 @@
 """This machine's processes, as gitmail asks about them (from /proc: Linux only; elsewhere nothing is known): what
-one is called, when it started, whether it still runs, and whose it is.
+one is called, when it started, whether it still runs, whose it is, whether it is confined more than this process
+is, and whether a program file or a directory could have been changed by anyone but root and this user.
 
 Anything a session can write (its record, its `.live` file) may name any process, and anyone on the machine may
-start a process with any name. So a process is taken for one of ours only when the kernel says it is: its owner,
-its start time, its state.
+start a process with any name, arguments and environment. So a process is taken for one of ours only when the
+kernel says it is: its owner, its start time, its state, its confinement, its executable.
 """
 
 from __future__ import annotations
 
 import os
+import stat as modes
 from typing import NamedTuple
+
+OTHERS_WRITE = modes.S_IWGRP | modes.S_IWOTH
 
 
 class Stat(NamedTuple):
@@ -50,6 +54,95 @@ def ours(pid: int) -> bool:
     return len(uids) >= 2 and uids[0] == uids[1] == str(os.getuid())
 
 
+def confined(pid: int) -> bool:
+    """Whether the process is confined more than this one, as a command in a host's sandbox is: it may not gain
+    privileges, or it runs under a seccomp filter, where this process does not; or it sees other processes or
+    other files (another pid or mount namespace: the paths it names are not ours). A process that cannot be asked
+    counts as confined."""
+    theirs, mine = _status(pid), _status("self")
+    if not theirs or not mine:
+        return True
+    for field in ("NoNewPrivs", "Seccomp"):
+        if theirs.get(field, "0") != "0" and mine.get(field, "0") == "0":
+            return True
+    try:
+        return any(os.readlink(f"/proc/{pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}") for ns in ("pid", "mnt"))
+    except OSError:
+        return True
+
+
+def started(ticks: int) -> float:
+    """A start in clock ticks since boot, as time.time() seconds."""
+    return _boot_time() + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def argv(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def environ(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return {}
+    pairs = (entry.decode(errors="replace").partition("=") for entry in raw.split(b"\0") if b"=" in entry)
+    return {key: value for key, _, value in pairs}
+
+
+def program_problem(path: str) -> str | None:
+    """Why the program at `path` is not safe for this user to run (None: it is): it, the directory it is in, and
+    every directory above must be owned by root or by this user and writable by no one else. A sticky directory
+    above it (/tmp) may be writable by all, since no one else can rename or remove what is ours in it; the
+    program's own directory may not."""
+    real = os.path.realpath(path)
+    try:
+        found = os.stat(real)
+    except OSError as error:
+        return f"{real}: {error.strerror}"
+    if not modes.S_ISREG(found.st_mode):
+        return f"{real} is not a file"
+    problem = _owned_problem(real, found)
+    folder, first = os.path.dirname(real), True
+    while problem is None:
+        try:
+            above = os.stat(folder)
+        except OSError as error:
+            return f"{folder}: {error.strerror}"
+        problem = _owned_problem(folder, above, sticky_ok=not first)
+        if folder == os.path.dirname(folder):
+            break
+        folder, first = os.path.dirname(folder), False
+    return problem
+
+
+def home_problem(path: str) -> str | None:
+    """Why `path` is not a directory of this user's own that no one else may write (None: it is)."""
+    real = os.path.realpath(path)
+    try:
+        found = os.stat(real)
+    except OSError as error:
+        return f"{real}: {error.strerror}"
+    if not modes.S_ISDIR(found.st_mode):
+        return f"{real} is not a directory"
+    if found.st_uid != os.getuid():
+        return f"{real} is not this user's"
+    return f"{real} is writable by others" if found.st_mode & OTHERS_WRITE else None
+
+
+def _owned_problem(path: str, found: os.stat_result, *, sticky_ok: bool = False) -> str | None:
+    if found.st_uid not in (0, os.getuid()):
+        return f"{path} belongs to another user (uid {found.st_uid})"
+    if found.st_mode & OTHERS_WRITE and not (sticky_ok and found.st_mode & modes.S_ISVTX):
+        return f"{path} is writable by others"
+    return None
+
+
 def _status(pid: int | str) -> dict[str, str]:
     try:
         with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as handle:
@@ -58,3 +151,14 @@ def _status(pid: int | str) -> dict[str, str]:
         return {}
     pairs = (line.partition(":") for line in lines)
     return {key: value.strip() for key, _, value in pairs}
+
+
+def _boot_time() -> float:
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return 0.0
