@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from gitmail import arrivals, delivery, mailbox, render, waking
+from gitmail import arrivals, codex, delivery, mailbox, render, waking
 from gitmail.delivery import Delivery, Moment
 from gitmail.errors import GitmailError, UsageError
 from gitmail.mailbox import DoneResult, Entry, History, Pending
@@ -311,6 +311,7 @@ def _view(
     sessions of one listing."""
     from gitmail.workspace import place
 
+    info = codex.routed(box.path, info)
     places = {} if places is None else places
     if info.top not in places:
         where = place(info.top) if info.top and os.path.isdir(info.top) else None

@@ -1,11 +1,13 @@
-"""Codex's own processes, as gitmail needs them to wake an idle Codex session: which interactive Codex (its TUI)
-shows a thread, and `codex queue`, which stores a user turn for a thread that the thread runs when it is next idle.
+"""Codex's own processes, as gitmail needs them to wake an idle Codex session and to route mail to it: which
+interactive Codex (its TUI) shows a thread, and `codex queue`, which stores a user turn for a thread that the thread
+runs when it is next idle.
 
 An interactive Codex keeps its threads in a managed app-server daemon, which runs the hooks; the daemon keeps a
 thread loaded for about a minute after its window closed and would run a queued turn there unwatched, and a thread
 no longer loaded would run it when someone resumes it. So a turn is queued only for a thread whose window is still
-open: a TUI of the same CODEX_HOME working in the thread's work tree, matched to the thread by start time. Linux
-(/proc) only; elsewhere nothing is found and nothing is queued.
+open: a TUI of the same CODEX_HOME working in the thread's work tree, matched to the thread by start time. A thread
+of the daemon that no window shows has nobody in it: mail is routed as to an ended session. Linux (/proc) only;
+elsewhere nothing is found and nothing is queued.
 
 The session's record and `.live` are files a session may write (Codex's sandbox may write the mailbox), and anyone
 may start a process called `codex`. So the daemon is the very process a hook of the session recorded (pid and start
@@ -31,6 +33,7 @@ NOT_INTERACTIVE = frozenset(
     "proto responses-api-proxy".split()
 )
 QUEUE_TIMEOUT = 10.0  # seconds: `codex queue` answers in a tenth of a second
+CLOSED = "its window is closed"
 
 
 class Daemon(NamedTuple):
@@ -126,6 +129,17 @@ def window_showing(mailbox: Path, info: sessions.Info) -> Window | None:
     """The open Codex window that shows this session's thread, if any."""
     found = daemon(info.pid, info.ticks) if info.host == "codex" else None
     return _showing(mailbox, info, found) if found is not None else None
+
+
+def routed(mailbox: Path, info: sessions.Info) -> sessions.Info:
+    """The session as mail is routed to it: a thread of Codex's managed daemon that no open window shows has ended
+    (its window closed without a session end; the daemon keeps the thread a while, but nobody is there to read)."""
+    if info.host != "codex" or info.state == "ended":
+        return info
+    found = daemon(info.pid, info.ticks)
+    if found is None or _showing(mailbox, info, found) is not None:
+        return info
+    return info._replace(state="ended", ended=info.active, end_reason=CLOSED)
 
 
 def queue(window: Window, thread_id: str, text: str) -> tuple[bool, str]:

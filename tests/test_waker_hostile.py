@@ -293,6 +293,37 @@ def test_a_sandboxed_process_dressed_as_codex_is_never_run(machine: Machine, box
     assert ran(window) == []
 
 
+# -- 3. a thread whose window closed --------------------------------------------------------------------------------
+
+
+def test_a_codex_thread_no_window_shows_has_ended_for_routing(machine: Machine, box: Store) -> None:
+    daemon = machine.daemon(machine.program())
+    thread = machine.thread(daemon.pid)
+    other = Hooked(machine.work, "other-22")
+    other("session-start")
+    question = thread.send("--to", "api", "-s", "which port?", "-m", "?")
+    listed = json.loads(run_gitmail("sessions", "--json", cwd=machine.work).stdout)
+    mine = next(s for s in listed if s["session"] == THREAD)
+    assert (mine["state"], mine["end_reason"], mine["wakeable"]) == ("ended", "its window is closed", False)
+    answer = run_gitmail("send", "--reply-to", question, "-m", "8080", "--from", "api", cwd=machine.work.parent)
+    assert 'has ended: every session of "web" gets the reply' in answer.stderr
+    assert answer.stdout.strip() in other("tool")  # not held back for a week
+
+
+def test_a_codex_thread_a_window_shows_keeps_its_replies(machine: Machine, box: Store) -> None:
+    daemon = machine.daemon(machine.program())
+    machine.start(machine.program())
+    thread = machine.thread(daemon.pid)
+    other = Hooked(machine.work, "other-22")
+    other("session-start")
+    question = thread.send("--to", "api", "-s", "which port?", "-m", "?")
+    listed = json.loads(run_gitmail("sessions", "--json", cwd=machine.work).stdout)
+    assert next(s for s in listed if s["session"] == THREAD)["state"] == "idle"
+    answer = run_gitmail("send", "--reply-to", question, "-m", "8080", "--from", "api", cwd=machine.work.parent)
+    assert "has ended" not in answer.stderr
+    assert answer.stdout.strip() not in other("tool")
+
+
 # -- 4. processes that are no host ----------------------------------------------------------------------------------
 
 
