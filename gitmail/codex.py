@@ -55,11 +55,12 @@ class Window(NamedTuple):
 
 
 class Thread(NamedTuple):
-    """A Codex session gitmail knows: its thread id, where it works, when its hooks first saw it."""
+    """A Codex session gitmail knows: its thread id, where it works, when it was last opened (its latest session
+    start: a resumed thread is opened in a window started after the thread was first seen)."""
 
     id: str
     top: str
-    started: float
+    opened: float
 
 
 def daemon(pid: int | None, ticks: int | None) -> Daemon | None:
@@ -110,11 +111,11 @@ def window_of(thread: Thread, others: Sequence[Thread], open_windows: Sequence[W
     knows: the newest thread takes the newest window that started before it in its work tree, and so on back (a
     window shows the thread it opened last)."""
     taken: set[int] = set()
-    for candidate in sorted([thread, *others], key=lambda t: t.started, reverse=True):
+    for candidate in sorted([thread, *others], key=lambda t: t.opened, reverse=True):
         mine = [
             w
             for w in open_windows
-            if w.pid not in taken and _inside(w.cwd, candidate.top) and w.started <= candidate.started + 1.0
+            if w.pid not in taken and _inside(w.cwd, candidate.top) and w.started <= candidate.opened + 1.0
         ]
         if not mine:
             continue
@@ -169,16 +170,16 @@ def unsafe(window: Window) -> str | None:
 
 
 def _showing(mailbox: Path, info: sessions.Info, found: Daemon) -> Window | None:
-    """The window showing the thread of `found`. Its threads began after it started, and none in the future: a
-    record's start is bounded by the process's own."""
+    """The window showing the thread of `found`. Its threads were opened after it started, and none in the future: a
+    record's time is bounded by the process's own."""
 
-    def since(started: float) -> float:
-        return min(max(started, found.started), time.time())
+    def since(opened: float) -> float:
+        return min(max(opened, found.started), time.time())
 
     if not info.top:
         return None
     others = [
-        Thread(i.id, i.top, since(i.started))
+        Thread(i.id, i.top, since(i.opened))
         for i in sessions.listing(mailbox)
         if i.host == "codex"
         and i.id != info.id
@@ -186,7 +187,7 @@ def _showing(mailbox: Path, info: sessions.Info, found: Daemon) -> Window | None
         and i.top
         and (i.pid, i.ticks) == (info.pid, info.ticks)
     ]
-    return window_of(Thread(info.id, info.top, since(info.started)), others, windows(found.codex_home))
+    return window_of(Thread(info.id, info.top, since(info.opened)), others, windows(found.codex_home))
 
 
 def _codex_of_ours(pid: int, ticks: int) -> bool:

@@ -131,15 +131,14 @@ class Machine:
         """A stand-in of Codex's managed app-server daemon."""
         return self.start(exe, "app-server", "--managed-daemon", user=user, confine=confine)
 
-    def thread(self, host_pid: int, ticks: int | None = None) -> Hooked:
-        """A Codex session whose hooks ran under `host_pid` (its `.live`), idle; started after the windows."""
-        time.sleep(0.02)
+    def thread(self, host_pid: int, source: str = "startup") -> Hooked:
+        """The Codex session starting (or resuming) with its hooks run under `host_pid` (its `.live`), then idle."""
+        time.sleep(0.02)  # after the windows started
         session = Hooked(self.work, THREAD, host="codex")
-        session("session-start")
+        session("session-start", source=source)
         found = processes.stat(host_pid)
         assert found is not None
-        live = hookfiles.session_files(self.box.path, f"codex-{THREAD}").live
-        live.write_text(f"{host_pid} {found.ticks if ticks is None else ticks}\n")
+        hookfiles.session_files(self.box.path, f"codex-{THREAD}").live.write_text(f"{host_pid} {found.ticks}\n")
         return session
 
     def close(self) -> None:
@@ -322,6 +321,20 @@ def test_a_codex_thread_a_window_shows_keeps_its_replies(machine: Machine, box: 
     answer = run_gitmail("send", "--reply-to", question, "-m", "8080", "--from", "api", cwd=machine.work.parent)
     assert "has ended" not in answer.stderr
     assert answer.stdout.strip() not in other("tool")
+
+
+def test_a_resumed_codex_thread_is_shown_by_the_window_it_was_resumed_in(machine: Machine, box: Store) -> None:
+    daemon = machine.daemon(machine.program())
+    machine.thread(daemon.pid)  # first seen in a window long closed
+    time.sleep(1.5)  # a window's start is matched to a thread's within a second
+    window = machine.program()
+    machine.start(window)
+    machine.thread(daemon.pid, source="resume")  # `codex resume` in a new window
+    listed = json.loads(run_gitmail("sessions", "--json", cwd=machine.work).stdout)
+    assert [(s["state"], s["wakeable"]) for s in listed] == [("idle", True)]
+    mail(box)
+    assert wake(box).startswith("queued")
+    assert [run.argv[1:4] for run in ran(window)] == [["queue", "--thread", THREAD]]
 
 
 # -- 4. processes that are no host ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat as modes
+import time
 from typing import NamedTuple
 
 OTHERS_WRITE = modes.S_IWGRP | modes.S_IWOTH
@@ -154,11 +155,10 @@ def _status(pid: int | str) -> dict[str, str]:
 
 
 def _boot_time() -> float:
+    """When this machine booted, as time.time() seconds: now, less its uptime (to a hundredth of a second; the btime
+    of /proc/stat is in whole seconds, too coarse to tell a window's start from a thread's)."""
     try:
-        with open("/proc/stat", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
-    except OSError:
-        pass
-    return 0.0
+        with open("/proc/uptime", encoding="ascii") as handle:
+            return time.time() - float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0

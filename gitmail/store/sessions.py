@@ -4,8 +4,9 @@ history (sessions are this machine's, and so is what they were told).
 A session is keyed by its host and the host's session id. Its record says which repository it works for, which
 messages it already knows of (shown, or counted in a "showing N of M" line) and which it was shown whole, which
 stamps it last saw, how often its turn was continued and when it was last woken, the name and the one-line card it
-chose, and when and why it ended. Parallel tool calls of one session run their hooks at once, so a record is read
-and written under its own lock. Records are removed a week after their session was last heard from.
+chose, when it last started (or resumed), and when and why it ended. Parallel tool calls of one session run their
+hooks at once, so a record is read and written under its own lock. Records are removed a week after their session
+was last heard from.
 
 Files beside the record serve hook.sh, which reads and writes them with shell built-ins (hookfiles.py): `.stamps`,
 `.top` (the work tree), `.turn` (whether it is in a turn), `.live` (the host process and its start time) and `.held`
@@ -207,9 +208,10 @@ def describe(mailbox: Path, host: str, session_id: str, *, name: str | None, car
 
 
 def resumed(found: Record) -> None:
-    """The session started again (resumed, cleared, compacted): it is not ended."""
+    """The session started (or started again: resumed, cleared, compacted): it is not ended, and it opened now."""
     found.data.pop("ended", None)
     found.data.pop("end_reason", None)
+    found.set("opened", time.time())
 
 
 def note_live(mailbox: Path, host: str, session_id: str, *, unless_known: bool = False) -> None:
@@ -256,6 +258,7 @@ class Info(NamedTuple):
     name: str  # the name it chose ("" when none)
     card: str  # its one-line card ("" when none)
     started: float  # when its hooks first saw it
+    opened: float  # when it last started or resumed (its latest session start), else when it was first seen
     active: float  # when it was last heard from
     ended: float | None  # when it ended, if it did
     end_reason: str
@@ -304,6 +307,7 @@ def _info(mailbox: Path, name: str, repo: str | None = None) -> Info | None:
     if ended is None and running is False:
         ended, reason = _mtime(files.live) or active, "its process is gone"
     state = "ended" if ended is not None else "live" if turn == hookfiles.BUSY else "idle"
+    started = float(data.get("started", 0) or 0) or _mtime(files.live) or active
     return Info(
         host=host,
         id=session_id,
@@ -311,7 +315,8 @@ def _info(mailbox: Path, name: str, repo: str | None = None) -> Info | None:
         top=top,
         name=str(data.get("name", "")),
         card=str(data.get("card", "")),
-        started=float(data.get("started", 0) or 0) or _mtime(files.live) or active,
+        started=started,
+        opened=float(data.get("opened", 0) or 0) or started,
         active=active,
         ended=ended,
         end_reason=reason,
