@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any, NamedTuple
 
-from gitmail import mailbox, render
+from gitmail import codex, mailbox, render
 from gitmail.errors import MailboxBusy, MailboxError, Unwritable
 from gitmail.store import sessions, stamps
 from gitmail.store.claims import claim, load_claims
@@ -278,9 +278,9 @@ def _noting(delivery: Delivery, unrecorded: Sequence[tuple[str, str]]) -> Delive
 def for_session(store: Store, actor: Actor, mail: Pending) -> Pending:
     """What of a repo's pending mail is for the actor's session: never what that session sent itself, and of mail
     for one session of the repo only its own; except that nothing is stranded: a reply to a session that has ended
-    goes to every session of its repo, and so does mail for a session whose record is forgotten (a week unheard
-    of); other mail for an ended session waits for it to resume. Outside a session (a person at a terminal, a
-    client), everything pending for the repo."""
+    goes to every session of its repo (a Codex thread whose window is closed has ended: codex.py), and so does mail
+    for a session whose record is forgotten (a week unheard of); other mail for an ended session waits for it to
+    resume. Outside a session (a person at a terminal, a client), everything pending for the repo."""
     if actor.session is None:
         return mail
     me = actor.session.key
@@ -290,7 +290,7 @@ def for_session(store: Store, actor: Actor, mail: Pending) -> Pending:
         if key not in states:
             host, _, session_id = key.partition(":")
             found = sessions.info(store.path, host, session_id)
-            states[key] = found.state if found is not None else None
+            states[key] = codex.routed(store.path, found).state if found is not None else None
         return states[key]
 
     def visible(entry: Entry) -> bool:

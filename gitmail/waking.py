@@ -22,7 +22,8 @@ WAIT = 1.5  # seconds the waker may wait for the mailbox per session
 
 def main(argv: list[str]) -> int:
     """The waker: `MAILBOX KEY...`, each key a Codex session ("codex:THREAD")."""
-    store = Store(Path(argv[0]))
+    store = Store(Path(argv[0]).absolute())
+    os.chdir("/")  # Codex reads a project's settings where it runs: the sender's directory may be any repository
     if not delivery.wake_enabled(store):
         return 0
     for key in argv[1:]:
@@ -40,9 +41,13 @@ def wake(store: Store, session: Session) -> str:
     info = sessions.info(store.path, session.host, session.id)
     if info is None or info.state != "idle" or name_problem(info.repo):
         return "not an idle session"
-    window = window_showing(store, info)
+    window = codex.window_showing(store.path, info)
     if window is None:
         return "no Codex window shows it"
+    unsafe = codex.unsafe(window)
+    if unsafe is not None:  # found before anything is marked shown
+        problem(store.path, f"cannot wake {session.key}: {unsafe}")
+        return unsafe
     where = place(info.top) if info.top and os.path.isdir(info.top) else None
     actor = Actor(RepoName(info.repo), None, "codex", session, where)
     shown = delivery.deliver(store, actor, Moment.WAKE, deadline=Deadline(WAIT), command=own_command())
@@ -58,23 +63,11 @@ def wake(store: Store, session: Session) -> str:
     return f"queued: {said}"
 
 
-def window_showing(store: Store, info: sessions.Info) -> codex.Window | None:
-    """The open Codex window that shows this session's thread, if any (codex.py)."""
-    home = codex.daemon_home(info.pid)
-    if home is None or not info.top:
-        return None
-    others = [
-        codex.Thread(i.id, i.top, i.started)
-        for i in sessions.listing(store.path)
-        if i.host == "codex" and i.id != info.id and i.state != "ended" and i.top
-    ]
-    return codex.window_of(codex.Thread(info.id, info.top, info.started), others, codex.windows(home))
-
-
 def wakeable(store: Store, info: sessions.Info) -> bool:
     """Whether mail can start a turn in this session while it waits for its user."""
     if info.state == "ended" or not delivery.wake_enabled(store):
         return False
     if info.host == "claude":
         return info.watch
-    return info.host == "codex" and window_showing(store, info) is not None
+    window = codex.window_showing(store.path, info) if info.host == "codex" else None
+    return window is not None and codex.unsafe(window) is None

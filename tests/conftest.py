@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from gitmail.store import processes, sessions
 from gitmail.store.repository import Store
 
 REAL_HOME = Path(os.path.expanduser("~"))
@@ -44,6 +45,24 @@ def poisoned_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 def _fingerprint(path: Path) -> object:
     return path.stat().st_mtime_ns if path.exists() else None
+
+
+@pytest.fixture(autouse=True, scope="session")
+def host_stand_in() -> None:
+    """The test process stands in for the host program of the sessions it drives, named as Claude Code's is: a
+    session counts as live only while a host program of this user runs (store/sessions.py), and the commands and
+    hook scripts a test starts find it as their host, as they would find the host that started them."""
+    comm = Path("/proc/self/comm")
+    if comm.exists():
+        comm.write_text("claude")
+
+
+@pytest.fixture(autouse=True)
+def hooks_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hooks a test runs in this process are run by it, the host's stand-in (a hook's host is its parent's)."""
+    found = processes.stat(os.getpid())
+    if found is not None:
+        monkeypatch.setattr(sessions, "host_process", lambda: (os.getpid(), found.ticks))
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ import pytest
 
 from gitmail import actions, mailbox
 from gitmail.errors import UsageError
-from gitmail.store import hookfiles, sessions
+from gitmail.store import hookfiles, processes, sessions
 from gitmail.store.repository import Store
 from gitmail.values.names import RepoName
 from gitmail.workspace import Actor, place
@@ -307,7 +307,7 @@ def test_a_session_whose_process_is_gone_is_ended_not_guessed_from_a_timestamp(a
     live = hookfiles.session_files(box.path, "claude-ghost-1").live
     live.write_text(f"{os.getpid()} 1\n")  # this process, but started at another time: a reused pid
     assert sessions.info(box.path, "claude", "ghost-1").state == "ended"  # type: ignore[union-attr]
-    live.write_text(f"{os.getpid()} {sessions._stat(os.getpid())[2]}\n")  # type: ignore[index]
+    live.write_text(f"{os.getpid()} {processes.stat(os.getpid()).ticks}\n")  # type: ignore[union-attr]
     assert sessions.info(box.path, "claude", "ghost-1").state == "idle"  # type: ignore[union-attr]
     live.write_text("999999 12345\n")  # a process that does not run
     found = sessions.info(box.path, "claude", "ghost-1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ import pytest
 from gitmail import actions, codex, delivery, mailbox, render, waking
 from gitmail.errors import UsageError
 from gitmail.mcp import tools
-from gitmail.store import hookfiles, sessions
+from gitmail.store import hookfiles, processes, sessions
 from gitmail.store.repository import Store
 from gitmail.values.names import RepoName
 from gitmail.workspace import Actor, Session
@@ -181,6 +182,13 @@ def test_the_hook_script_runs_python_at_the_prompt_while_low_mail_waits(web: Pat
 # -- waking Codex ---------------------------------------------------------------------------------------------------
 
 
+def ticks(pid: int) -> int:
+    """When that process started, as /proc says (clock ticks since boot)."""
+    found = processes.stat(pid)
+    assert found is not None
+    return found.ticks
+
+
 class Queued:
     """codex.queue, recorded: what the waker asked Codex to queue."""
 
@@ -196,8 +204,8 @@ class Queued:
 def queued(monkeypatch: pytest.MonkeyPatch) -> Queued:
     found = Queued()
     monkeypatch.setattr(codex, "queue", found)
-    window = codex.Window(1, 0.0, "/", "/usr/bin/codex", "/codex-home", "/home")
-    monkeypatch.setattr(waking, "window_showing", lambda store, info: window if info.host == "codex" else None)
+    window = codex.Window(1, 0.0, "/", "/bin/sh", "/codex-home")  # a program safe to run: root's
+    monkeypatch.setattr(codex, "window_showing", lambda mailbox, info: window if info.host == "codex" else None)
     return found
 
 
@@ -252,9 +260,9 @@ def test_no_turn_is_queued_for_a_busy_ended_or_low_only_codex_session(web: Path,
 
 def test_a_window_shows_the_newest_thread_opened_in_its_work_tree() -> None:
     windows = [
-        codex.Window(10, 100.0, "/w/api", "/x/codex", "/h", "/home"),
-        codex.Window(11, 200.0, "/w/api/src", "/x/codex", "/h", "/home"),
-        codex.Window(12, 150.0, "/w/web", "/x/codex", "/h", "/home"),
+        codex.Window(10, 100.0, "/w/api", "/x/codex", "/h"),
+        codex.Window(11, 200.0, "/w/api/src", "/x/codex", "/h"),
+        codex.Window(12, 150.0, "/w/web", "/x/codex", "/h"),
     ]
     a, b = codex.Thread("a", "/w/api", 101.0), codex.Thread("b", "/w/api", 230.0)
     late = codex.Thread("late", "/w/api", 90.0)  # recorded before any window of api started: not shown in one
@@ -268,13 +276,17 @@ def test_an_interactive_codex_process_is_found_by_its_codex_home_and_the_daemon_
     home = tmp_path / "codex-home"
     home.mkdir()
     env = {**os.environ, "CODEX_HOME": str(home)}
-    window = subprocess.Popen(["bash", "-c", "exec -a codex sleep 30"], cwd=tmp_path, env=env)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "codex").symlink_to(shutil.which("sleep") or "/bin/sleep")  # a process called codex
+    (tmp_path / "python").mkdir()
+    (tmp_path / "python" / "codex").symlink_to(os.path.realpath(sys.executable))
+    window = subprocess.Popen([str(tmp_path / "bin" / "codex"), "30"], cwd=tmp_path, env=env)
     daemon = subprocess.Popen(
-        ["bash", "-c", f"exec -a codex {sys.executable} -c 'import time; time.sleep(30)' app-server --managed-daemon"],
+        [str(tmp_path / "python" / "codex"), "-c", "import time; time.sleep(30)", "app-server", "--managed-daemon"],
         cwd=tmp_path,
         env=env,
     )
-    other = subprocess.Popen(["bash", "-c", "exec -a codex sleep 30"], cwd=tmp_path, env=os.environ.copy())
+    other = subprocess.Popen([str(tmp_path / "bin" / "codex"), "30"], cwd=tmp_path, env=os.environ.copy())
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not codex.windows(str(home.resolve())):
@@ -282,7 +294,8 @@ def test_an_interactive_codex_process_is_found_by_its_codex_home_and_the_daemon_
         found = codex.windows(str(home.resolve()))
         assert [w.pid for w in found] == [window.pid]
         assert found[0].cwd == str(tmp_path) and abs(found[0].started - time.time()) < 60
-        assert codex.daemon_home(daemon.pid) == str(home.resolve()) and codex.daemon_home(window.pid) is None
+        found_daemon, not_daemon = (codex.daemon(p.pid, ticks(p.pid)) for p in (daemon, window))
+        assert found_daemon is not None and found_daemon.codex_home == str(home.resolve()) and not_daemon is None
     finally:
         for process in (window, daemon, other):
             process.kill()

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from gitmail import delivery, mailbox, render, waking
+from gitmail import codex, delivery, mailbox, render, waking
 from gitmail.errors import GitmailError, UsageError
 from gitmail.store import sessions
 from gitmail.store.repository import Store
@@ -35,6 +35,7 @@ def _view(box: Store, info: Info, places: Places | None = None) -> SessionView:
     """How a session is shown; `places`: the work trees already looked at, shared by the sessions of one listing."""
     from gitmail.workspace import place
 
+    info = codex.routed(box.path, info)
     places = {} if places is None else places
     if info.top not in places:
         where = place(info.top) if info.top and os.path.isdir(info.top) else None

@@ -4,8 +4,9 @@ history (sessions are this machine's, and so is what they were told).
 A session is keyed by its host and the host's session id. Its record says which repository it works for, which
 messages it already knows of (shown, or counted in a "showing N of M" line) and which it was shown whole, which
 stamps it last saw, how often its turn was continued and when it was last woken, the name and the one-line card it
-chose, and when and why it ended. Parallel tool calls of one session run their hooks at once, so a record is read
-and written under its own lock. Records are removed a week after their session was last heard from.
+chose, when it last started (or resumed), and when and why it ended. Parallel tool calls of one session run their
+hooks at once, so a record is read and written under its own lock. Records are removed a week after their session
+was last heard from.
 
 Files beside the record serve hook.sh, which reads them with shell built-ins (hookfiles.py): `.stamps` (the stamps
 the session last saw, and the moments at which nothing is to be done while they hold), `.top` (the work tree),
@@ -14,7 +15,9 @@ reads it when loaded and writes it when saved) and `.live` (the host process and
 
 Whether a session is still there is never guessed from a timestamp a crash leaves behind: the host process it ran
 in is recorded with its start time, and is asked (through /proc) whether it still runs; a session end the host
-reports ends it too. Where no process can be asked (no /proc), the state is said to be unchecked.
+reports ends it too. The record and `.live` are files a session may write, so the process they name counts only
+when it is a host program (Claude Code or Codex) of this user, started at the very time recorded and not a zombie;
+anything else is gone. Where no process can be asked (no /proc), the state is said to be unchecked.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gitmail.store import hookfiles
+from gitmail.store import hookfiles, processes
 from gitmail.store.files import read_line, write_line
 from gitmail.store.lock import Deadline
 from gitmail.values.session_info import Info as Info  # re-exported: its readers name it sessions.Info
@@ -36,6 +39,8 @@ from gitmail.values.session_info import Info as Info  # re-exported: its readers
 STALE_AFTER = 7 * 24 * 3600.0
 CLEAN_EVERY = 3600.0
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "busybox", "env", "timeout"})  # what a hook runs through
+# The command names of the host programs: Claude Code (its own binary, or Node.js running it) and Codex.
+HOSTS = frozenset({"claude", "node", "codex"})
 key = hookfiles.session_key
 
 
@@ -206,9 +211,10 @@ def describe(mailbox: Path, host: str, session_id: str, *, name: str | None, car
 
 
 def resumed(found: Record) -> None:
-    """The session started again (resumed, cleared, compacted): it is not ended."""
+    """The session started (or started again: resumed, cleared, compacted): it is not ended, and it opened now."""
     found.data.pop("ended", None)
     found.data.pop("end_reason", None)
+    found.set("opened", time.time())
 
 
 def note_live(mailbox: Path, host: str, session_id: str, *, unless_known: bool = False) -> None:
@@ -279,6 +285,7 @@ def _info(mailbox: Path, name: str, repo: str | None = None) -> Info | None:
     if ended is None and running is False:
         ended, reason = _mtime(files.live) or active, "its process is gone"
     state = "ended" if ended is not None else "live" if hookfiles.in_turn(turn) else "idle"
+    started = float(data.get("started", 0) or 0) or _mtime(files.live) or active
     return Info(
         host=host,
         id=session_id,
@@ -286,13 +293,15 @@ def _info(mailbox: Path, name: str, repo: str | None = None) -> Info | None:
         top=top,
         name=str(data.get("name", "")),
         card=str(data.get("card", "")),
-        started=float(data.get("started", 0) or 0) or _mtime(files.live) or active,
+        started=started,
+        opened=float(data.get("opened", 0) or 0) or started,
         active=active,
         ended=ended,
         end_reason=reason,
         state=state,
         checked=running is not None or ended_at is not None,
         pid=pid,
+        ticks=ticks,
         watch=bool(data.get("watch")),
     )
 
@@ -302,38 +311,22 @@ def host_process() -> tuple[int, int] | None:
     Python started by hook.sh, started by the host's shell), with its start time; None without /proc."""
     pid = os.getppid()
     for _ in range(5):
-        stat = _stat(pid)
-        if stat is None:
+        found = processes.stat(pid)
+        if found is None:
             return None
-        comm, parent, ticks = stat
-        if comm not in SHELLS and not comm.startswith("python"):
-            return pid, ticks
-        pid = parent
+        if found.comm not in SHELLS and not found.comm.startswith("python"):
+            return pid, found.ticks
+        pid = found.parent
     return None
 
 
 def alive(pid: int | None, ticks: int | None) -> bool | None:
-    """Whether that process still runs (the same one: a reused pid has another start time); None when it cannot
-    be asked."""
-    if pid is None or not os.path.isdir("/proc/self"):
+    """Whether the host process recorded still runs: the same process (a reused pid has another start time), not a
+    zombie, a host program, this user's. None when it cannot be asked."""
+    if pid is None or ticks is None or not os.path.isdir("/proc/self"):
         return None
-    stat = _stat(pid)
-    return stat is not None and (ticks is None or stat[2] == ticks)
-
-
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """A process's command name, parent and start time (clock ticks since boot), from /proc."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return None
-    comm = text[text.find("(") + 1 : text.rfind(")")]
-    fields = text[text.rfind(")") + 2 :].split()
-    try:
-        return comm, int(fields[1]), int(fields[19])
-    except (IndexError, ValueError):
-        return None
+    found = processes.running(pid, ticks)
+    return found is not None and found.comm in HOSTS and processes.ours(pid)
 
 
 def _numbers(line: str) -> tuple[int | None, int | None]:

@@ -16,12 +16,14 @@ class Info(NamedTuple):
     name: str  # the name it chose ("" when none)
     card: str  # its one-line card ("" when none)
     started: float  # when its hooks first saw it
+    opened: float  # when it last started or resumed (its latest session start), else when it was first seen
     active: float  # when it was last heard from
     ended: float | None  # when it ended, if it did
     end_reason: str
     state: str  # "live" (in a turn), "idle", or "ended"
     checked: bool  # whether its process could be asked (else the state rests on what its hooks last said)
-    pid: int | None
+    pid: int | None  # the host process its hooks recorded, and when that started (clock ticks since boot)
+    ticks: int | None
     watch: bool  # its start asked to be woken when mail arrives (Claude Code's wake hook is installed)
 
     @property

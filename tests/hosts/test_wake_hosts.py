@@ -4,6 +4,7 @@ second turn while it works, and is never woken once closed; Claude Code is woken
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -96,6 +97,8 @@ def test_an_idle_codex_window_wakes_on_mail_once_and_never_after_it_closed(windo
         assert latency < CODEX_WAKE_WITHIN, latency
 
         window.quit()
+        [left] = json.loads(world.gitmail("sessions", "--json", cwd=web).stdout)
+        assert (left["state"], left["end_reason"]) == ("ended", "its window is closed")  # replies go to the repo
         since = len(world.stub.requests)
         world.gitmail("send", "--to", "web", "-s", "After you left", "-m", "Nobody reads this now.", cwd=api)
         assert world.stub.next_request(since, timeout=8) is None, "a closed Codex session ran a turn"
