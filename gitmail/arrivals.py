@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from gitmail.store import hookfiles, sessions
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
+from gitmail.values.session_info import Info
 
 WAKER = "import sys; from gitmail.waking import main; sys.exit(main(sys.argv[1:]))"
 
@@ -35,7 +36,7 @@ def after_arrival(store: Store, repos: Iterable[str] | None) -> bool:
         return False
 
 
-def idle_codex(store: Store, repos: set[str] | None) -> list[sessions.Info]:
+def idle_codex(store: Store, repos: set[str] | None) -> list[Info]:
     """The Codex sessions of these repos that wait for their user, their process running."""
     folder = hookfiles.folder(store.path, hookfiles.SESSIONS)
     try:

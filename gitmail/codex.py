@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from gitmail.store import processes, sessions
 from gitmail.store.gitcmd import spawn
+from gitmail.values.session_info import Info
 
 # `codex SUBCOMMAND` that is not an interactive session.
 NOT_INTERACTIVE = frozenset(
@@ -126,13 +127,13 @@ def window_of(thread: Thread, others: Sequence[Thread], open_windows: Sequence[W
     return None
 
 
-def window_showing(mailbox: Path, info: sessions.Info) -> Window | None:
+def window_showing(mailbox: Path, info: Info) -> Window | None:
     """The open Codex window that shows this session's thread, if any."""
     found = daemon(info.pid, info.ticks) if info.host == "codex" else None
     return _showing(mailbox, info, found) if found is not None else None
 
 
-def routed(mailbox: Path, info: sessions.Info) -> sessions.Info:
+def routed(mailbox: Path, info: Info) -> Info:
     """The session as mail is routed to it: a thread of Codex's managed daemon that no open window shows has ended
     (its window closed without a session end; the daemon keeps the thread a while, but nobody is there to read)."""
     if info.host != "codex" or info.state == "ended":
@@ -169,7 +170,7 @@ def unsafe(window: Window) -> str | None:
     return f"its Codex program is not safe to run: {problem}" if problem is not None else None
 
 
-def _showing(mailbox: Path, info: sessions.Info, found: Daemon) -> Window | None:
+def _showing(mailbox: Path, info: Info, found: Daemon) -> Window | None:
     """The window showing the thread of `found`. Its threads were opened after it started, and none in the future: a
     record's time is bounded by the process's own."""
 

@@ -15,6 +15,7 @@ from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
 from gitmail.values.names import RepoName, name_problem
+from gitmail.values.session_info import Info
 from gitmail.workspace import Actor, Session, own_command, place
 
 WAIT = 1.5  # seconds the waker may wait for the mailbox per session
@@ -63,7 +64,7 @@ def wake(store: Store, session: Session) -> str:
     return f"queued: {said}"
 
 
-def wakeable(store: Store, info: sessions.Info) -> bool:
+def wakeable(store: Store, info: Info) -> bool:
     """Whether mail can start a turn in this session while it waits for its user."""
     if info.state == "ended" or not delivery.wake_enabled(store):
         return False

@@ -34,7 +34,7 @@ from typing import Any
 from gitmail.store import hookfiles, processes
 from gitmail.store.files import read_line, write_line
 from gitmail.store.lock import Deadline
-from gitmail.values.session_info import Info as Info  # re-exported: its readers name it sessions.Info
+from gitmail.values.session_info import Info
 
 STALE_AFTER = 7 * 24 * 3600.0
 CLEAN_EVERY = 3600.0
