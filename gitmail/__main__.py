@@ -17,10 +17,10 @@ def main() -> int:
         code = sync_main(args[1:])
         if code is not None:
             return code
-    from gitmail.cli import quick
+    from gitmail.cli import plain
 
-    if args[:1] and args[0] in quick.COMMANDS:  # plain forms without the CLI library
-        code = quick.main(args)
+    if args[:1] and args[0] in plain.COMMANDS:  # plain forms without the CLI library
+        code = plain.main(args)
         if code is not None:
             return code
     from gitmail.cli.app import main as cli_main

@@ -513,16 +513,16 @@ def test_a_refused_send_is_one_line_and_writes_nothing(api: Path, box: Store, cl
 
 
 def test_the_quick_path_reads_attach_and_patch_as_typer_does() -> None:
-    from gitmail.cli import quick
+    from gitmail.cli import plain
 
-    spec = quick.specs()["send"]
+    spec = plain.specs()["send"]
     base = ["--to", "web", "-s", "x"]
-    parsed = quick.parse(spec, "send", [*base, "--attach", "a", "--attach=b", "--patch"])
+    parsed = plain.parse(spec, "send", [*base, "--attach", "a", "--attach=b", "--patch"])
     assert parsed is not None and parsed["attach"] == ["a", "b"] and parsed["patch"] == ""
-    assert quick.parse(spec, "send", [*base, "--patch", "HEAD~2"])["patch"] == "HEAD~2"  # type: ignore[index]
-    assert quick.parse(spec, "send", ["--patch", "--to", "web", "-s", "x"])["patch"] == ""  # type: ignore[index]
-    assert quick.parse(spec, "send", [*base, "--patch=main..topic"])["patch"] == "main..topic"  # type: ignore[index]
-    assert quick.parse(spec, "send", base)["attach"] == [] == quick.DEFAULTS["send"]["attach"]  # type: ignore[index]
+    assert plain.parse(spec, "send", [*base, "--patch", "HEAD~2"])["patch"] == "HEAD~2"  # type: ignore[index]
+    assert plain.parse(spec, "send", ["--patch", "--to", "web", "-s", "x"])["patch"] == ""  # type: ignore[index]
+    assert plain.parse(spec, "send", [*base, "--patch=main..topic"])["patch"] == "main..topic"  # type: ignore[index]
+    assert plain.parse(spec, "send", base)["attach"] == [] == plain.DEFAULTS["send"]["attach"]  # type: ignore[index]
 
 
 def test_a_message_with_attachments_stays_within_what_gitmail_reads_of_one(box: Store, api: Path) -> None:

@@ -290,15 +290,15 @@ def test_a_command_whose_extra_is_missing_says_in_one_line_how_to_install_it(
 
 
 def test_the_quick_path_knows_every_option_as_typer_does() -> None:
-    """cli/quick.py parses the plain forms of the mail commands without typer: each option it knows must be one of
+    """cli/plain.py parses the plain forms of the mail commands without typer: each option it knows must be one of
     typer's for that command, with the same parameter and kind (flag or value), and each of typer's must be known."""
     import typer
 
-    from gitmail.cli import quick
+    from gitmail.cli import plain
     from gitmail.cli.app import app
 
     group = typer.main.get_command(app)
-    for name, spec in quick.specs().items():
+    for name, spec in plain.specs().items():
         command = group.commands[name]  # type: ignore[attr-defined]
         typer_options: dict[str, tuple[str, bool]] = {}
         positional = None
@@ -314,7 +314,7 @@ def test_the_quick_path_knows_every_option_as_typer_does() -> None:
         }
         assert quick_options == {k: v for k, v in typer_options.items() if k not in ("--help", "-h")}, name
         assert spec.positional == positional, name
-        assert set(quick.DEFAULTS[name]) | ({spec.positional} if spec.positional else set()) == {
+        assert set(plain.DEFAULTS[name]) | ({spec.positional} if spec.positional else set()) == {
             p.name for p in command.params if p.name != "help"
         }, name
 
@@ -331,7 +331,7 @@ def test_the_quick_path_knows_every_option_as_typer_does() -> None:
     ],
 )
 def test_what_is_not_a_plain_form_goes_to_typer(args: list[str]) -> None:
-    from gitmail.cli import quick
+    from gitmail.cli import plain
 
-    spec = quick.specs()[args[0]]
-    assert quick.parse(spec, args[0], args[1:]) is None
+    spec = plain.specs()[args[0]]
+    assert plain.parse(spec, args[0], args[1:]) is None

@@ -209,3 +209,13 @@ def test_every_outside_package_imported_is_declared() -> None:
     assert {"pygit2", "typer", "mcp", "jinja2"} <= outside  # the walk sees them
     undeclared = {m: providers.get(m, []) for m in outside if not {_normal(d) for d in providers.get(m, [])} & declared}
     assert undeclared == {}, f"imported but not declared in pyproject.toml: {undeclared}"
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A module's name says where it lives: two files of one name (hooks.py and install/hooks.py) send a newcomer
+    to the wrong one."""
+    names: dict[str, list[str]] = {}
+    for name, path in modules().items():
+        if path.name != "__init__.py":
+            names.setdefault(path.stem, []).append(name)
+    assert {stem: found for stem, found in names.items() if len(found) > 1} == {}

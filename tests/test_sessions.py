@@ -329,7 +329,7 @@ def test_a_session_that_started_before_the_mailbox_is_recorded_when_it_first_act
 
 
 def test_the_view_shows_a_repos_sessions_and_session_addresses(api: Path, worktree: Path, box: Store) -> None:
-    from gitmail.web import server as view
+    from gitmail.web import httpd as view
 
     side = Session(worktree, "side-0002")
     side("session-start")

@@ -26,8 +26,8 @@ from gitmail.store.claims import claim
 from gitmail.store.repository import Store
 from gitmail.values.layout import State
 from gitmail.values.names import RepoName
+from gitmail.web import httpd as view
 from gitmail.web import pages, snapshot
-from gitmail.web import server as view
 from gitmail.web.snapshot import Snapshot
 from tests.conftest import CliRunner, RepoFactory, at, mailbox_snapshot
 from tests.reading import inbox as read_inbox
@@ -722,7 +722,7 @@ def test_a_busy_port_is_one_clear_error(cli: CliRunner, box: Store) -> None:
 
 
 def test_no_other_command_imports_the_view() -> None:
-    code = "import sys, gitmail.cli; print(sorted(m for m in ('jinja2', 'gitmail.web.server', 'gitmail.web.snapshot', 'gitmail.web.pages') if m in sys.modules))"
+    code = "import sys, gitmail.cli; print(sorted(m for m in ('jinja2', 'gitmail.web.httpd', 'gitmail.web.snapshot', 'gitmail.web.pages') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 

@@ -1,6 +1,6 @@
-"""The `gitmail` typer app: it gathers the commands of mail.py, wings.py, remotes.py and keys.py (in the order
-`gitmail --help` lists them), and runs the command line through the one error edge (edge.py), where a mistake in
-the command line itself is a usage error like any other."""
+"""The `gitmail` typer app: it gathers the commands of mail_commands.py, wings.py, sync_commands.py and
+key_commands.py (in the order `gitmail --help` lists them), and runs the command line through the one error edge
+(edge.py), where a mistake in the command line itself is a usage error like any other."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from gitmail import edge
-from gitmail.cli import commands, keys, mail, remotes, wings
+from gitmail.cli import commands, key_commands, mail_commands, sync_commands, wings
 from gitmail.errors import ExitCode, UsageError
 
 app = typer.Typer(
@@ -41,7 +41,7 @@ def _main(
     (~/.gitmail/mail.git, or $GITMAIL_DIR)."""
 
 
-for module in (mail, wings, remotes, keys):  # in the order `gitmail --help` lists them
+for module in (mail_commands, wings, sync_commands, key_commands):  # in the order `gitmail --help` lists them
     app.add_typer(module.app)
 
 

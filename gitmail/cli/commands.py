@@ -1,6 +1,6 @@
 """What each mail command does between its parsed arguments and its output: who acts, one call to the action layer,
-and what is printed. The typer commands (mail.py) and the quick path (quick.py) both parse into these, so a command
-behaves the same whichever parsed it. Imports no command-line library.
+and what is printed. The typer commands (mail_commands.py) and the quick path (plain.py) both parse into these, so a
+command behaves the same whichever parsed it. Imports no command-line library.
 """
 
 from __future__ import annotations

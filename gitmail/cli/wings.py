@@ -46,7 +46,7 @@ def view(
     """Show the mailbox as a read-only web page on 127.0.0.1: the repos and what waits for each, conversations
     drawn as threads, broadcasts and the repos they reached, search. Prints the page's URL (it carries an access
     token) as the first line and serves until interrupted; new mail appears on the page as it arrives."""
-    web = extra("gitmail.web.server", "view", "gitmail view")
+    web = extra("gitmail.web.httpd", "view", "gitmail view")
 
     box = open_mailbox()
     if export is not None:

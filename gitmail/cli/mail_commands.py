@@ -1,5 +1,5 @@
 """The mail commands as typer parses them: send, inbox, done, reopen, log, show, sessions, session, attachment and
-apply. They hand their arguments to commands.py, which the quick path (quick.py) calls for the plain forms too;
+apply. They hand their arguments to commands.py, which the quick path (plain.py) calls for the plain forms too;
 reopen, which has no plain form, makes its one call here."""
 
 from __future__ import annotations

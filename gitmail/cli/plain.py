@@ -3,8 +3,8 @@
 a `send` may (the benchmark's send and inbox rows, beside the fastest peer). Anything else (help, an option it does
 not know, a value that looks like an option, `--`) returns None, and the typer app parses it as always.
 
-The options below are typer's own (mail.py), spelled again for speed; a test checks that every one of them means
-here what it means there.
+The options below are typer's own (mail_commands.py), spelled again for speed; a test checks that every one of them
+means here what it means there.
 """
 
 from __future__ import annotations
