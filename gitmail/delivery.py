@@ -53,6 +53,7 @@ class Moment(Enum):
     STOP = "stop"  # the turn is about to end
     WAKE = "wake"  # the session sits idle
     END = "session-end"  # the session ended: what it knew goes
+    EDIT = "edit"  # a tool call is about to run: what it writes may be another session's (guarding.py decides)
     INBOX = "inbox"  # someone asked: `gitmail inbox`, the MCP inbox tool
 
 
@@ -78,6 +79,7 @@ HOSTS: dict[str, dict[Moment, Capability]] = {
         Moment.STOP: Capability("Stop", Channel.CONTEXT),  # additionalContext continues the turn as a system reminder
         Moment.WAKE: Capability("FileChanged", Channel.NOTICE),  # asyncRewake: exit 2 starts a turn with stderr
         Moment.END: Capability("SessionEnd", None),
+        Moment.EDIT: Capability("PreToolUse", Channel.CONTEXT),  # a deny, or a line after the tool's result
     },
     "codex": {
         Moment.START: Capability("SessionStart", Channel.CONTEXT),
@@ -86,6 +88,7 @@ HOSTS: dict[str, dict[Moment, Capability]] = {
         Moment.STOP: Capability("Stop", Channel.NOTICE),  # continues the turn as a user-role message
         Moment.WAKE: Capability("codex queue", Channel.NUDGE, hook=False),  # gitmail queues a turn (waking.py)
         Moment.END: Capability("SessionEnd", None),
+        Moment.EDIT: Capability("PreToolUse", Channel.CONTEXT),  # a deny with its reason, or a developer message
     },
 }
 ASKED = Capability("", Channel.CONTEXT)  # `gitmail inbox` and MCP: the answer is tool output
@@ -158,7 +161,7 @@ def deliver(
     `defer`: receipts of directed mail are returned (`Delivery.recording`) for the caller to write after it has
     answered, instead of being written before. The text keeps within its reader's budget (BUDGETS)."""
     carried = capability(actor.via, moment)
-    if carried is None or carried.channel is None or not store.exists():
+    if carried is None or carried.channel is None or moment is Moment.EDIT or not store.exists():
         return Delivery(None, Pending(actor.repo), NOTHING)
     if moment is Moment.WAKE and not wake_enabled(store):
         return Delivery(None, Pending(actor.repo), NOTHING)

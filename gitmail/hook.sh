@@ -11,6 +11,8 @@
 # it shares with Python are defined in gitmail/store/hookfiles.py. It never fails the session.
 
 moment=$1 host=$2 python=$3 watch=${4:-}
+tab='	'
+
 [ -n "$python" ] || exit 0
 
 # Python's gitmail: this interpreter, or (when it is gone: a removed virtualenv) `gitmail` on PATH, or nothing.
@@ -41,6 +43,35 @@ live() {
         *) { printf '%s %s\n' "$pid" "${20}" >"$shown.live"; } 2>/dev/null && return 0 ;;
         esac
     done
+}
+
+# Whether the lease index ($1) names a lease of another holder whose files this call's payload may write: every
+# fixed piece of one of its patterns' file names is in the payload (store/lease_refs.py writes the index).
+leased() {
+    me=$host:$session
+    set -f
+    while IFS= read -r entry; do
+        [ "${entry%%"$tab"*}" = "$me" ] && continue
+        all=yes
+        old=$IFS
+        IFS=$tab
+        set -- ${entry#*"$tab"}
+        IFS=$old
+        for piece in "$@"; do
+            case $piece in
+            '|') [ $all = yes ] && return 0 || all=yes ;;
+            '*') return 0 ;;
+            *) case $payload in *"$piece"*) ;; *) all=no ;; esac ;;
+            esac
+        done
+        [ $all = yes ] && return 0
+    done <"$1"
+    return 1
+}
+
+# Whether the session's leases are due to be renewed: Python keeps .renew's time at the next renewal.
+due() {
+    [ -e "$shown.renew" ] && { : >"$shown.now"; } 2>/dev/null && [ "$shown.now" -nt "$shown.renew" ]
 }
 
 # The answer the last session start in this work tree kept (store/startcache.py), when it still holds: its files
@@ -119,6 +150,27 @@ while [ -n "$dir" ] && [ ! -e "$dir/.git" ]; do
     case $dir in /) dir= ;; */*) dir=${dir%/*} && dir=${dir:-/} ;; *) dir= ;; esac
 done
 
+# Before a tool call runs (the edit moment), Python decides only where it may write a file another session leased, or
+# where this cannot tell (no lease index yet, a session not yet seen in this work tree).
+if [ "$moment" = edit ]; then
+    [ -n "$dir" ] || exit 0 # outside any repository nothing is leased
+    ref= line= top=
+    if [ -n "$session" ]; then
+        read -r line 2>/dev/null <"$mailbox/gitmail/sessions/$host-$session.stamps"
+        read -r top 2>/dev/null <"$mailbox/gitmail/sessions/$host-$session.top"
+        [ "$top" = "$dir" ] && ref=${line%%:*}
+    fi
+    case $ref in '' | *[!A-Za-z0-9%_-]*) ref= ;; esac
+    index=$mailbox/gitmail/stamps/$ref.leases
+    if [ -n "$ref" ] && [ -e "$index" ]; then
+        [ -s "$index" ] || exit 0 # no lease in this repository
+        payload=$head$(cat)
+        leased "$index" || exit 0
+        printf '%s' "$payload" | gitmail
+        exit $?
+    fi
+fi
+
 # The session's files, and where its repository's mail is stamped. Python names the repository (a worktree's is
 # its repository's; gitmail.name may choose another) and writes it into the session's stamps line, with the work
 # tree it found it for: here only the work tree is found, and the rest read back.
@@ -143,7 +195,7 @@ if [ -n "$dir" ] && [ -n "$session" ]; then
             read -r everyone 2>/dev/null <"$mailbox/gitmail/stamps/_broadcast"
             # Nothing new since this session last looked, at a moment Python said has nothing to do then.
             if [ "$ref:$mine:$everyone" = "$seen" ]; then
-                case $quiet in *" $moment "*) exit 0 ;; esac
+                case $quiet in *" $moment "*) due || exit 0 ;; esac
             fi
         fi
     fi

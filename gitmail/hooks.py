@@ -104,6 +104,8 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     if not store.exists():
         return Answer()
     actor = Actor(RepoName(found.name), found.home, host, session, found)
+    if moment is delivery.Moment.EDIT:
+        return _before_edit(store, actor, payload, cwd or str(found.top))
     wake = watch and delivery.wake_enabled(store)
     continuing = payload.get("stop_hook_active") is True
     shown = actions.at_moment(store, actor, moment, continuing=continuing, command=own_command(), watch=wake)
@@ -135,6 +137,26 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
         else:
             startcache.forget(store.path, host, found.top)
     return reply
+
+
+def _before_edit(store: Any, actor: Any, payload: dict[str, Any], cwd: str) -> Answer:
+    """A PreToolUse hook: deny a write to another holder's exclusive lease (the one decision both hosts honour),
+    or let it run with a line naming a shared lease's holder; say nothing otherwise."""
+    from gitmail import actions
+
+    tool = payload.get("tool_name")
+    arguments = payload.get("tool_input")
+    if not isinstance(tool, str) or not isinstance(arguments, dict):
+        return Answer()
+    verdict = actions.before_edit(store, actor, tool, arguments, cwd)
+    specific: dict[str, Any] = {"hookEventName": "PreToolUse"}
+    if verdict.deny is not None:
+        specific |= {"permissionDecision": "deny", "permissionDecisionReason": f"gitmail: {verdict.deny}"}
+    elif verdict.told is not None:
+        specific["additionalContext"] = verdict.told
+    else:
+        return Answer()
+    return Answer({"hookSpecificOutput": specific})
 
 
 def _due(store: Any) -> float | None:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gitmail.install.hook_commands import hook_script
-from gitmail.store import hookfiles, location
+from gitmail.store import hookfiles, lease_refs, location
+from gitmail.store.repository import Store
 from gitmail.values.names import RepoName
 
 SCRIPT = hook_script().read_text()
@@ -40,7 +41,11 @@ def test_the_files_and_lines_are_spelled_as_python_spells_them() -> None:
         'echo "$moment" >"$turn"',
         "read -r key && read -r config && read -r quiet",  # startcache.keep's lines
         "seen=${line%% *}",  # hookfiles.quiet_line: the stamps, then the quiet moments
-        'case $quiet in *" $moment "*) exit 0 ;; esac',
+        'case $quiet in *" $moment "*) due || exit 0 ;; esac',
+        '"$shown.renew"',  # lease_refs.renewal_path
+        "index=$mailbox/gitmail/stamps/$ref.leases",  # lease_refs.index_path
+        "'*') return 0 ;;",  # lease_refs.ALWAYS
+        "'|') [ $all = yes ] && return 0 || all=yes ;;",  # hook_line's pattern separator
         '"$ref:$mine:$everyone:$claims:${GITMAIL_WAKE:-}:$flag:${PATH:-}"',  # hookfiles.kept_key
         '"$ref:$mine:$everyone"',  # hookfiles.stamps_line
         "ref=${seen%%:*}",  # the ref is the stamps line's first field
@@ -54,6 +59,8 @@ def test_the_files_and_lines_are_spelled_as_python_spells_them() -> None:
     assert hookfiles.stamps_line("r", "m", "e") == "r:m:e"
     assert hookfiles.quiet_line("r:m:e", ["tool", "stop"]) == "r:m:e tool stop"
     assert hookfiles.seen_stamps("r:m:e tool stop") == "r:m:e"
+    assert (lease_refs.ALWAYS, lease_refs.INDEX_SUFFIX) == ("*", ".leases")
+    assert lease_refs.renewal_path(Store(Path("/m")), "claude:s1") == f"/m/{location.OWN_DIR}/sessions/claude-s1.renew"
     assert hookfiles.SESSION_CHARS == frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
     assert hookfiles.tree_name("/src/my-app_2/x.y") == "%2Fsrc%2Fmy-app_2%2Fx.y"
     assert hookfiles.tree_name("/src/My App") is None and hookfiles.tree_name("/src/données") is None

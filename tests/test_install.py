@@ -20,9 +20,9 @@ from gitmail.store.repository import Store
 from tests.conftest import REAL_HOME, CliRunner, RepoFactory
 
 REPO = Path(__file__).parent.parent
-CLAUDE_EVENTS = ["SessionStart", "PostToolBatch", "UserPromptSubmit", "Stop", "FileChanged", "SessionEnd"]
-CODEX_EVENTS = ["SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "SessionEnd"]
-CODEX_LABELS = ["session_start", "post_tool_use", "user_prompt_submit", "stop", "session_end"]
+CLAUDE_EVENTS = ["SessionStart", "PostToolBatch", "UserPromptSubmit", "Stop", "FileChanged", "SessionEnd", "PreToolUse"]
+CODEX_EVENTS = ["SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "SessionEnd", "PreToolUse"]
+CODEX_LABELS = ["session_start", "post_tool_use", "user_prompt_submit", "stop", "session_end", "pre_tool_use"]
 
 CLAUDE_SETTINGS = """\
 {
@@ -48,7 +48,7 @@ CLAUDE_SETTINGS = """\
 VARIANTS = {
     "realistic": CLAUDE_SETTINGS,
     "no hooks yet": '{\n  "model": "sonnet",\n  "theme": "dark"\n}\n',
-    "hooks gitmail does not use": '{\n\t"hooks": {\n\t\t"PreToolUse": []\n\t}\n}',
+    "hooks gitmail does not use": '{\n\t"hooks": {\n\t\t"Notification": []\n\t}\n}',
     "empty object": "{}\n",
     "one line": '{"model": "opus", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": []}]}}',
 }
@@ -537,7 +537,7 @@ def test_without_a_codex_to_ask_the_hooks_are_trusted_with_the_hash_codex_comput
     assert "Codex skips an untrusted hook without a word, in `codex exec` too" in result.err
     assert "--no-trust" in result.err
     again = cli("install", "--codex")
-    assert config.read_text().count("trusted_hash") == 5 and f"{config}: Codex already trusts" in again.err
+    assert config.read_text().count("trusted_hash") == 6 and f"{config}: Codex already trusts" in again.err
     cli("uninstall", "--codex")
     assert config.read_text() == CODEX_CONFIG and not hooks.exists()
 
@@ -694,8 +694,8 @@ def test_status_lists_the_moments_their_command_and_trust(home: Path, path_witho
     apply(host_hooks.plan(home=home, hosts=host_hooks.HOSTS, install=True))
     found = status(home)
     assert [(s.host, s.installed, s.runs, s.trust, s.moments) for s in found] == [
-        ("claude", True, True, None, ("start", "tool", "prompt", "stop", "wake", "end")),
-        ("codex", True, True, "trusted", ("start", "tool", "prompt", "stop", "end")),
+        ("claude", True, True, None, ("start", "tool", "prompt", "stop", "wake", "end", "edit")),
+        ("codex", True, True, "trusted", ("start", "tool", "prompt", "stop", "end", "edit")),
     ]
     assert found[0].command == hook_command(watch=True) and "runs (" in found[0].detail
     assert f"sessions may write {home / '.gitmail'} from Codex's sandbox" in found[1].detail
@@ -756,6 +756,11 @@ def test_every_moment_gets_its_command_and_codex_has_no_wake(home: Path) -> None
             "|| true # gitmail:session-end",
             "timeout": 3,
         },
+        "PreToolUse": {  # every tool: hook.sh reads the lease index, and Python decides only where one may apply
+            "type": "command",
+            "command": f"sh {script} edit claude {python} || true # gitmail:edit",
+            "timeout": 10,
+        },
     }
     codex = hook_commands.entries("codex", python="/opt/my venv/bin/python")
     assert list(codex) == CODEX_EVENTS
@@ -789,7 +794,7 @@ def test_moments_choose_what_is_installed_and_a_new_choice_replaces_the_old(
     [
         (
             "start,naps",
-            "--moments takes a comma-separated list of start, tool, prompt, stop, wake, end (got 'start,naps')",
+            "--moments takes a comma-separated list of start, tool, prompt, stop, wake, end, edit (got 'start,naps')",
         ),
         ("", "--moments takes a comma-separated list of"),
         ("tool,wake", "--moments: wake needs start (a session is woken through the files its start watches)"),
@@ -820,7 +825,7 @@ def test_an_older_install_with_session_start_only_is_brought_up_to_every_moment(
     assert state_now[f"{hooks}:session_start:0:0"] == {
         "trusted_hash": codex_trust.entry_hash(start_entry("codex"), None, "SessionStart")
     }
-    assert len(state_now) == 6
+    assert len(state_now) == 7
 
 
 def test_the_plugin_hooks_match_what_install_writes() -> None:
@@ -940,7 +945,7 @@ def test_the_plugin_manifest_hooks_and_skill_are_well_formed() -> None:
     assert market["plugins"][0]["name"] == "gitmail" and market["plugins"][0]["source"] == "./"
     hooks = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
     moments = {"SessionStart": "session-start", "PostToolBatch": "tool", "UserPromptSubmit": "prompt"}
-    moments |= {"Stop": "stop", "FileChanged": "wake", "SessionEnd": "session-end"}
+    moments |= {"Stop": "stop", "FileChanged": "wake", "SessionEnd": "session-end", "PreToolUse": "edit"}
     assert set(hooks) == set(moments)
     for event, moment in moments.items():
         assert "matcher" not in hooks[event][0]  # every way a session starts (fork included), every tool

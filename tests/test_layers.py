@@ -22,7 +22,7 @@ LAYERS = [
     ["gitmail.workspace", "gitmail.project", "gitmail.edge", "gitmail.codex"],
     ["gitmail.mailbox", "gitmail.sync.remotes", "gitmail.sync.quick", "gitmail.sync.background", "gitmail.arrivals"],
     ["gitmail.sync.remotestate", "gitmail.sync.reconcile", "gitmail.sync.engine", "gitmail.render"],
-    ["gitmail.delivery", "gitmail.waking"],
+    ["gitmail.delivery", "gitmail.waking", "gitmail.guarding"],
     ["gitmail.actions"],
     ["gitmail.hooks", "gitmail.mcp", "gitmail.web", "gitmail.install", "gitmail.doctor"],
     ["gitmail.cli"],

@@ -38,6 +38,10 @@ from gitmail.actions.addressing import (
 )
 from gitmail.actions.attaching import APPLY_OUTSIDE, UNCOMMITTED, Patched, Saved, apply, gather, save_attachment
 from gitmail.actions.handling import done, reopen
+from gitmail.actions.leases import Leased, LeaseView, before_commit, before_edit, lease, release
+from gitmail.actions.leases import everywhere as all_leases
+from gitmail.actions.leases import renew as renew_leases
+from gitmail.actions.leases import standing as leases_here
 from gitmail.actions.reading import HOOK_WAIT, Shown, at_moment, inbox, known, log, record, session_ended, show
 from gitmail.actions.rules import one_of
 from gitmail.actions.sending import Retracted, Sent, retract, send
@@ -52,6 +56,8 @@ __all__ = [
     "SESSION_NAME",
     "UNCOMMITTED",
     "Destination",
+    "LeaseView",
+    "Leased",
     "Patched",
     "Retracted",
     "Saved",
@@ -59,9 +65,12 @@ __all__ = [
     "SessionView",
     "Shown",
     "add_remote",
+    "all_leases",
     "allowed_signers",
     "apply",
     "at_moment",
+    "before_commit",
+    "before_edit",
     "change_remote",
     "destination",
     "done",
@@ -71,12 +80,16 @@ __all__ = [
     "inbox",
     "keys",
     "known",
+    "lease",
+    "leases_here",
     "log",
     "name_session",
     "one_of",
     "open_mailbox",
     "record",
+    "release",
     "remotes",
+    "renew_leases",
     "remove_remote",
     "reopen",
     "retract",

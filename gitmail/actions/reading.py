@@ -45,19 +45,30 @@ def at_moment(
         from gitmail.sync import background
 
         background.start_if_due(box)  # spawned, never waited for
-    return delivery.deliver(
+    shown = delivery.deliver(
         box, actor, moment, deadline=Deadline(HOOK_WAIT), continuing=continuing, command=command, defer=True,
         watch=watch,
     )  # fmt: skip
+    if moment in (Moment.START, Moment.TOOL, Moment.PROMPT) and actor.session is not None:
+        from gitmail.actions.leases import keep_up
+
+        told = keep_up(box, actor)
+        if told is not None:
+            shown = shown._replace(text=(shown.text or "") + told, settled=False, generic=False)
+    return shown
 
 
 def session_ended(box: Store, session: Session, reason: str = "") -> None:
-    """A session ended: its record stays a while, marked ended. Replies waiting for it now reach its repo's other
-    sessions, so the repo's stamp changes: their hooks look again, and no kept session-start answer still holds."""
+    """A session ended: its record stays a while, marked ended, and its leases end with it. Replies waiting for it
+    now reach its repo's other sessions, so the repo's stamp changes: their hooks look again, and no kept
+    session-start answer still holds."""
     if not box.exists():
         return
     repo = sessions.ended(box.path, session.host, session.id, reason)
     if repo is not None and not name_problem(repo):
+        from gitmail.actions.leases import end_with_session
+
+        end_with_session(box, RepoName(repo), session.key)
         stamps.bump(box.path, [RepoName(repo)])
 
 

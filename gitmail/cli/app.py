@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from gitmail import edge
-from gitmail.cli import commands, key_commands, mail_commands, sync_commands, wings
+from gitmail.cli import commands, key_commands, lease_commands, mail_commands, sync_commands, wings
 from gitmail.errors import ExitCode, UsageError
 
 app = typer.Typer(
@@ -41,7 +41,8 @@ def _main(
     (~/.gitmail/mail.git, or $GITMAIL_DIR)."""
 
 
-for module in (mail_commands, wings, sync_commands, key_commands):  # in the order `gitmail --help` lists them
+COMMAND_GROUPS = (mail_commands, lease_commands, wings, sync_commands, key_commands)  # as `gitmail --help` lists
+for module in COMMAND_GROUPS:
     app.add_typer(module.app)
 
 

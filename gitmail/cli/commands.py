@@ -40,6 +40,9 @@ WORDS = {
     "sent": "--sent",
     "thread": "--thread",
     "handle": "REPO#SESSION",
+    "shared": "--shared",
+    "paths": "PATH...",
+    "duration": "--for",
 }
 
 
@@ -268,3 +271,54 @@ def apply(*, message_id: str, name: str | None) -> None:
             f"{what} applied with conflicts: resolve them and `git add` the files, or undo it with `git reset --merge`"
         )
     raise GitmailError(f"git could not apply {what}, and changed nothing (git's own messages above say why)")
+
+
+def lease(
+    *,
+    paths: Sequence[str],
+    duration: str | None,
+    shared: bool,
+    note: str | None,
+    renew: bool,
+) -> None:
+    me = writer(None)
+    box = open_mailbox()
+    if renew:
+        if paths or shared or note is not None or duration is not None:
+            raise UsageError("--renew takes no paths, --for, --shared or --note: it renews every lease you hold here")
+        renewed = actions.renew_leases(box, me)
+        for lease in renewed:
+            say(f"renewed {render.leased(lease).removeprefix('leased ')}")
+        if not renewed:
+            say(f"you hold no lease in {render.quote(me.repo)}")
+        return
+    done = actions.lease(box, me, paths, duration=duration, shared=shared, note=note)
+    for lease in done.renewed:
+        say(f"renewed {render.leased(lease).removeprefix('leased ')}")
+    if done.taken is not None:
+        print(done.taken.id, flush=True)
+        say(render.leased(done.taken))
+
+
+def release(*, paths: Sequence[str]) -> None:
+    me = writer(None)
+    released = actions.release(open_mailbox(), me, paths)
+    for lease in released:
+        say(f"released {', '.join(render.quote(p) for p in lease.paths)}")
+    if not released:
+        say(f"you hold no lease in {render.quote(me.repo)}")
+
+
+def leases(*, everyone: bool, json_output: bool) -> None:
+    box = open_mailbox()
+    who = None if everyone else reader(None)
+    if not everyone and who is None:
+        return
+    found = actions.all_leases(box) if who is None else actions.leases_here(box, who.repo)
+    if json_output:
+        print(render.dumps([render.lease_json(view) for view in found]))
+        return
+    for view in found:
+        print(render.lease_line(view))
+    if not found:
+        say("no leases" + ("" if who is None else f" in {render.quote(who.repo)}"))

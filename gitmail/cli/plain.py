@@ -74,6 +74,15 @@ def specs() -> dict[str, Spec]:
         ),
         "sessions": Spec(commands.sessions, {"--repo": "repo"}, {"--all": "everyone", "--json": "json_output"}),
         "session": Spec(commands.session, {"--name": "name", "--card": "card"}, {"--json": "json_output"}),
+        "lease": Spec(
+            commands.lease,
+            {"--for": "duration", "--note": "note"},
+            {"--shared": "shared", "--renew": "renew"},
+            positional="paths",
+            many=True,
+        ),
+        "release": Spec(commands.release, {}, {}, positional="paths", many=True),
+        "leases": Spec(commands.leases, {}, {"--all": "everyone", "--json": "json_output"}),
     }
 
 
@@ -105,6 +114,9 @@ DEFAULTS: dict[str, dict[str, object]] = {
     },
     "sessions": {"repo": None, "everyone": False, "json_output": False},
     "session": {"name": None, "card": None, "json_output": False},
+    "lease": {"paths": [], "duration": None, "shared": False, "note": None, "renew": False},
+    "release": {"paths": []},
+    "leases": {"everyone": False, "json_output": False},
 }
 COMMANDS = frozenset(DEFAULTS)
 

@@ -107,7 +107,8 @@ MomentsOption = Annotated[
         "--moments",
         help="Which moments deliver mail, comma-separated: start (a session starts, resumes, forks, clears or "
         "compacts), tool (after tool calls), prompt (the next prompt), stop (a turn ends), wake (an idle Claude Code "
-        "session; needs start), end (a session ends: its record goes).",
+        "session; needs start), end (a session ends: its record goes), edit (before a tool call: a write to a file "
+        "another session leased is denied).",
     ),
 ]
 
@@ -124,7 +125,7 @@ def install(
     codex: CodexOption = False,
     dry_run: DryRunOption = False,
     no_trust: NoTrustOption = False,
-    moments: MomentsOption = "start,tool,prompt,stop,wake,end",
+    moments: MomentsOption = "start,tool,prompt,stop,wake,end,edit",
     mcp: McpOption = False,
 ) -> None:
     """Install the hooks that deliver mail into sessions, for Claude Code and/or Codex (default: whichever is found

@@ -19,10 +19,10 @@ from gitmail import delivery
 from gitmail.delivery import Moment
 from gitmail.errors import UsageError
 
-MOMENTS = ("start", "tool", "prompt", "stop", "wake", "end")  # what `--moments` names, in this order
+MOMENTS = ("start", "tool", "prompt", "stop", "wake", "end", "edit")  # what `--moments` names, in this order
 _NAMED = {
     Moment.START: "start", Moment.TOOL: "tool", Moment.PROMPT: "prompt", Moment.STOP: "stop", Moment.WAKE: "wake",
-    Moment.END: "end",
+    Moment.END: "end", Moment.EDIT: "edit",
 }  # fmt: skip
 # The host event that carries each moment, from delivery.py's table of hosts: a moment a host carries without a hook
 # (Codex's wake: gitmail queues a turn) or lacks is not here.
@@ -30,7 +30,7 @@ EVENTS = {
     host: {_NAMED[moment]: carried.event for moment, carried in table.items() if carried.hook}
     for host, table in delivery.HOSTS.items()
 }
-QUIET = ("start", "tool", "prompt", "stop", "wake")  # through hook.sh: no Python when nothing changed
+QUIET = ("start", "tool", "prompt", "stop", "wake", "edit")  # through hook.sh: no Python when nothing changed
 TIMEOUT = 10  # seconds; the hook itself waits at most a few for a busy mailbox
 END_TIMEOUT = 3  # Codex runs SessionEnd hooks for at most 3 s, and hashes the entry as if it said so
 

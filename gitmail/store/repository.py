@@ -181,6 +181,11 @@ class Store:
                 found.append(place)
         return found
 
+    def refs_under(self, prefix: str) -> dict[str, str]:
+        """Every ref in a folder of refs (`refs/gitmail/web/leases/`), whatever it names, with what it holds: read
+        from the ref files, without a git process."""
+        return refs.listing(self.path, prefix) if self.exists() else {}
+
     def log_refs(self, *args: str) -> list[tuple[str, list[str]]]:
         """Commits `git log` selects with the given arguments, newest first, with their gitmail refs. A ref among
         those the `--glob` arguments name whose commit cannot be read (gone, or damaged on disk) comes last, as a

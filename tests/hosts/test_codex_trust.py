@@ -33,7 +33,7 @@ def test_install_trusts_every_hook_exactly_as_codex_records_trust(world: World) 
     assert f"{config}: trusted gitmail's hooks for Codex through Codex's app-server" in done.stderr
     ours = {h.key: h for h in gitmails(world)}
     document = json.loads(hooks.read_text())["hooks"]
-    assert set(document) == {"SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "SessionEnd"}
+    assert set(document) == {"SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "SessionEnd", "PreToolUse"}
     for event, groups in document.items():
         listed_here = ours[codex_trust.key(hooks, (event, 0, 0))]
         assert listed_here.trust_status == "trusted"
@@ -50,7 +50,7 @@ def test_without_codex_to_ask_the_computed_trust_is_what_codex_accepts(world: Wo
     path = os.pathsep.join(d for d in world.env()["PATH"].split(os.pathsep) if d != str(world.binaries["codex"].parent))
     done = world.gitmail("install", "--codex", PATH=path)
     assert "with the hash Codex computes (no codex on PATH)" in done.stderr
-    assert [h.trust_status for h in gitmails(world)] == ["trusted"] * 5
+    assert [h.trust_status for h in gitmails(world)] == ["trusted"] * 6
 
 
 def test_codex_skips_an_untrusted_hook_without_a_word(world: World) -> None:
@@ -59,7 +59,7 @@ def test_codex_skips_an_untrusted_hook_without_a_word(world: World) -> None:
     codex = Codex(world)
     done = world.gitmail("install", "--codex", "--no-trust")
     assert "Codex skips an untrusted hook without a word, in `codex exec` too: open /hooks in Codex" in done.stderr
-    assert [h.trust_status for h in gitmails(world)] == ["untrusted"] * 5
+    assert [h.trust_status for h in gitmails(world)] == ["untrusted"] * 6
     turn = codex.run(web, "hello")
     assert codex.delivered(turn.first) == []  # skipped, and nothing said about it
     world.gitmail("install", "--codex")
@@ -72,7 +72,7 @@ def test_uninstall_leaves_every_other_hook_as_trusted_as_it_was(world: World) ->
     world.gitmail("install", "--codex")
     codex.add_own_hook("second", context="second")
     codex.add_own_hook("third", context="third")
-    assert [h.trust_status for h in listed(world)] == ["trusted"] * 8  # first, gitmail's five, second, third
+    assert [h.trust_status for h in listed(world)] == ["trusted"] * 9  # first, gitmail's six, second, third
     world.gitmail("uninstall", "--codex")
     after = {h.command.rsplit("/", 1)[-1]: h.trust_status for h in listed(world)}  # their positions all shifted
     assert after == {"first": "trusted", "second": "trusted", "third": "trusted"}
