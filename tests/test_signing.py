@@ -231,7 +231,16 @@ def test_mail_signed_by_its_machine_is_verified_and_says_by_which_key(pair: tupl
 
 @pytest.mark.parametrize(
     "case",
-    ["unsigned", "tampered body", "tampered tree", "outsider", "wrong machine", "replayed id", "replayed recipient"],
+    [
+        "unsigned",
+        "tampered body",
+        "tampered tree",
+        "outsider",
+        "wrong machine",
+        "wrong machine id",
+        "replayed id",
+        "replayed recipient",
+    ],
 )
 def test_every_other_message_is_unverified_with_the_reason(
     pair: tuple[Store, Store], tmp_path: Path, remote: Path, case: str
@@ -257,6 +266,9 @@ def test_every_other_message_is_unverified_with_the_reason(
         "tampered tree": lambda: write_as(b, message, sign=laptop.sign, tamper=other_tree),
         "outsider": lambda: write_as(b, message, sign=outsider.sign),
         "wrong machine": lambda: write_as(b, message, sign=own_key(third).sign),
+        "wrong machine id": lambda: write_as(
+            b, message._replace(machine=Machine("laptop", "2zz2zz2zz2")), sign=laptop.sign
+        ),
         "replayed id": lambda: write_as(b, message, sign=laptop.sign, ref="refs/gitmail/web/inbox/5tgh0a1b2c"),
         "replayed recipient": lambda: write_as(b, message, sign=laptop.sign, ref="refs/gitmail/ops/inbox/7kq2m9x4ab"),
     }
@@ -271,6 +283,8 @@ def test_every_other_message_is_unverified_with_the_reason(
         "tampered tree": "UNVERIFIED: a bad signature (the signature does not match)",
         "outsider": f'UNVERIFIED: signed with {outsider.fingerprint}, which is not a key of machine "laptop"',
         "wrong machine": 'UNVERIFIED: signed by the key of machine "ci", not of machine "laptop"',
+        "wrong machine id": f'UNVERIFIED: signed by the key of machine "laptop" ({machine.current(a).id}), but it '
+        "names machine id 2zz2zz2zz2",
         "replayed id": 'UNVERIFIED: replayed: it was signed as message 7kq2m9x4ab to "web", and found as '
         '5tgh0a1b2c to "web"',
         "replayed recipient": 'UNVERIFIED: replayed: it was signed as message 7kq2m9x4ab to "web", and found as '
