@@ -310,6 +310,50 @@ def test_mail_larger_than_gitmail_sends_is_set_aside_unread_when_it_arrives(
     fsck(box.path)
 
 
+def test_mail_carrying_more_than_a_message_sent_here_may_attach_is_set_aside_when_it_arrives(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attachments over gitmail.attachmentLimit (sends here stop there), or files beside the document a remote put in
+    a message's tree, or folders deeper than gitmail reads: set aside unread as oversized mail is, with a line in the
+    log saying why; what fits arrives."""
+    remote = HostileRemote.build(tmp_path / "remote", planted=False)
+    kib = 1024
+    fits = remote.message("0fatt4ch00", attached={"small.bin": b"s" * 60 * kib, "also.bin": b"a" * 39 * kib})
+    too_large = {
+        "0b1gatt4ch": remote.message("0b1gatt4ch", attached={"a.bin": b"x" * 60 * kib, "b.bin": b"y" * 41 * kib}),
+        "0h1dden000": remote.message("0h1dden000", beside={"junk": b"z" * 101 * kib}),
+        "0deep00000": remote.message("0deep00000", beside={"a/b/c/d/e/tiny": b"t"}),
+    }
+    for message_id, commit in {"0fatt4ch00": fits, **too_large}.items():
+        remote.deliver(message_id, commit)
+    box = victim(tmp_path, str(remote.path))
+    box.git("config", "gitmail.attachmentLimit", "100k")
+    monkeypatch.setenv("GITMAIL_DIR", str(box.path))
+    result = cli("sync")
+    assert (result.code, result.err) == (
+        0,
+        "gitmail: synced with origin: 2 messages new here, 1 message new there, 3 messages larger than gitmail "
+        "sends set aside unread (see gitmail doctor)\n",
+    )
+    set_aside = git(box.path, "for-each-ref", "--format=%(refname) %(objectname)", "refs/gitmail/_oversized/")
+    assert sorted(set_aside.splitlines()) == sorted(
+        f"refs/gitmail/_oversized/web/inbox/{i} {commit}" for i, commit in too_large.items()
+    )
+    pending = {e.message.id for e in mailbox.pending(box, repo="web").directed}
+    assert "0fatt4ch00" in pending and not pending & set(too_large)
+    log = (box.path.parent / "gitmail.log").read_text()
+    assert (
+        "0b1gatt4ch: the files beside its document (attachments) take 101.0 KiB; a message sent here may carry at most 100.0 KiB"
+        in log
+    )
+    assert (
+        "0h1dden000: the files beside its document (attachments) take 101.0 KiB; a message sent here may carry at most 100.0 KiB"
+        in log
+    )
+    assert "0deep00000: its tree holds folders more than 4 deep; a message sent here may carry at most" in log
+    fsck(box.path)
+
+
 @pytest.mark.parametrize("stored", ["loose", "packed"])
 def test_no_read_reads_more_of_a_message_than_it_shows(
     tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch, stored: str, web: Path

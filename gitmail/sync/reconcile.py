@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from gitmail.store import gitcmd, keys, remotemoves, signatures
 from gitmail.store.remotemoves import Move
 from gitmail.store.writer import writing
+from gitmail.sync.limits import over_attachment_limit
 from gitmail.sync.quick import SYNCED
 from gitmail.sync.remotes import (
     FORMAT_PATH,
@@ -420,7 +421,10 @@ def _check_arrivals(
             oversized.append((place, why))
         else:
             arrived[place.id] = message
-    return arrived, oversized
+    heavy = over_attachment_limit(store, [p for p in readable if p.id in arrived])
+    for place, _ in heavy:
+        del arrived[place.id]
+    return arrived, oversized + heavy
 
 
 def _remote_moves(
