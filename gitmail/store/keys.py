@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from gitmail.errors import MailboxError, UsageError
+from gitmail.errors import MailboxError, Unwritable, UsageError
 from gitmail.store import machines, pins
 from gitmail.store.files import read_text, write_atomically
 from gitmail.store.repository import Store
@@ -392,9 +392,11 @@ def remember_published(store: Store, key: Signer, machine: Machine) -> None:
 # -- what this machine accepts --------------------------------------------------------------------------------------
 
 
-def learn(store: Store) -> list[Key]:
+def learn(store: Store, *, listing: bool = False) -> list[Key]:
     """Take in the keys published since last time (the caller holds the mailbox lock): a machine seen for the
-    first time with one key has it pinned; any other key is recorded as new, not accepted. The keys added."""
+    first time with one key has it pinned; any other key is recorded as new, not accepted. The keys added.
+    `listing`: for a command that only lists keys, which a full disk must not stop: what cannot be written down is
+    left to be taken in at a later look (the same publications decide the same)."""
     from gitmail.values.verdict import ACCEPTED, NEW, PINNED, Key
 
     tip = store.targets([KEYS_NOTES]).get(KEYS_NOTES)
@@ -436,7 +438,12 @@ def learn(store: Store) -> list[Key]:
                 continue
             keys = [k._replace(name=name) if k.machine == machine else k for k in keys]
             added = [k._replace(name=name) if k.machine == machine else k for k in added]
-    pins.save(store, tip, [*keys, *added])
+    try:
+        pins.save(store, tip, [*keys, *added])
+    except Unwritable:
+        if not listing:
+            raise
+        return []
     return added
 
 
