@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gitmail.errors import GitmailError, MailboxError, NotFound, Unwritable, UsageError
-from gitmail.store import machines
+from gitmail.store import machines, syncedreceipts
 from gitmail.store.claims import load_claims
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
@@ -382,11 +382,12 @@ def pending(
     seen = {p.oid: note_lines(notes[3 * i : 3 * i + 3]) for i, p in enumerate(broadcast_places)}
     receipt_notes = documents[len(places) + 3 * len(broadcast_places) :]
     here = _local_id(store) if receipted_places else None
+    made_up = syncedreceipts.load(store)  # what sync brought in claiming this machine's showings
     receipted = frozenset(  # what this machine has receipted: one from another machine still wants this one's
         p.id
         for i, p in enumerate(receipted_places)
         if receipts.delivered(
-            receipts.written_on(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), here),
+            receipts.written_on(receipts.parse(note_lines(receipt_notes[3 * i : 3 * i + 3])), here, made_up[p.oid]),
             str(p.recipient or me),
         )
     )
@@ -669,9 +670,10 @@ def _receipts(
     "delivered" record is added only where the repo has none yet from the same machine: later showings add
     nothing."""
     lines: dict[str, list[str]] = {}
+    made_up = syncedreceipts.load(writer.store) if only_first else syncedreceipts.Claimed()
     for oid, wanted in records.items():
         if only_first:
-            old = receipts.parse(writer.note(RECEIPTS_NOTES, oid).splitlines())
+            old = [r for r in receipts.parse(writer.note(RECEIPTS_NOTES, oid).splitlines()) if r not in made_up[oid]]
             # first per repo on each machine: one another machine wrote (or a remote made up) is not this one's
             wanted = [r for r in wanted if not receipts.delivered(receipts.written_on(old, r.machine), r.repo)]
         if wanted:
@@ -783,7 +785,7 @@ def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
     here, the record of it (store/remotemoves.py). A record made on this machine says so by naming no machine, as
     messages do; one made elsewhere (sync brought it) keeps the machine it names."""
     notes = store.read([spec for e in entries for spec in note_specs(RECEIPTS_NOTES, e.oid)], limit=MAX_DOCUMENT_BYTES)
-    here = Here(store).id
+    here, made_up = Here(store).id, syncedreceipts.load(store)
     moves: dict[str, Move] = {}
     if any(e.state in (State.ARCHIVED, State.RETRACTED) for e in entries):
         from gitmail.store import remotemoves  # log and show: the hooks never read it
@@ -795,7 +797,9 @@ def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
 
     return [
         e._replace(
-            records=tuple(local(r) for r in receipts.parse(note_lines(notes[3 * i : 3 * i + 3]))),
+            records=tuple(
+                local(r) for r in receipts.parse(note_lines(notes[3 * i : 3 * i + 3])) if r not in made_up[e.oid]
+            ),
             moved=m if (m := moves.get(e.message.id)) is not None and m.state == e.state.value else None,
         )
         for i, e in enumerate(entries)

@@ -295,6 +295,18 @@ class HostileRemote:
         repo = path.split("/")[0]
         return self.publish({path: None, place(repo, to_folder, message_id): listing[path]})
 
+    def receipt(self, commit: str, line: str) -> str:
+        """Add a line to the note on `commit` in the remote's receipts notes, as another machine's sync would."""
+        ref, scratch = "refs/gitmail-sync/notes/gitmail-receipts", "refs/notes/forging"
+        tip = self.git("for-each-ref", "--format=%(objectname)", ref).strip()
+        if tip:
+            self.git("update-ref", scratch, tip)
+        self.git("notes", f"--ref={scratch}", "append", "-m", line, commit, env=_identity())
+        forged = self.git("rev-parse", scratch).strip()
+        self.git("update-ref", ref, forged)
+        self.git("update-ref", "-d", scratch)
+        return forged
+
     def junk_refs(self, count: int, prefix: str = "refs/gitmail-sync/junk/") -> None:
         """`count` refs the remote advertises beside gitmail's, each to an object of its own: one pack and lines
         of packed-refs, as a fast attacker writes them (thousands of loose files take seconds)."""

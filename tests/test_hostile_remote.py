@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import mailbox
+from gitmail import mailbox, render
 from gitmail.store import gitcmd
 from gitmail.store.repository import Store
 from gitmail.sync import engine as sync
@@ -471,3 +471,56 @@ def test_mail_a_remote_archives_or_retracts_is_named_by_sync_and_marked_in_log_a
     mine = mailbox.send(box, sender="api", to="web", subject="mine")
     mailbox.done(box, repo="web", ids=[mine.message.id])
     assert "[" not in [line for line in cli("log", cwd=web).out.splitlines() if line.startswith(mine.message.id)][0]
+
+
+# -- receipts a remote makes up ------------------------------------------------------------------------------------
+
+
+def test_a_showing_on_this_machine_that_a_remote_made_up_counts_for_nothing(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch, web: Path
+) -> None:
+    """A "delivered" receipt that names this machine, or no machine, and arrives by sync was not written here: log,
+    show, --json and the view do not call the message delivered, this machine still writes its own receipt when it
+    shows the message, and a remote's archiving of it says "never shown here". One naming another machine is what
+    that machine did, as the remote says, and still reads as delivered elsewhere."""
+    from datetime import datetime
+
+    from gitmail.store import machines
+    from gitmail.web import read
+
+    remote = HostileRemote.build(tmp_path / "remote", planted=False)
+    box = victim(tmp_path, str(remote.path))
+    monkeypatch.setenv("GITMAIL_DIR", str(box.path))
+    archived = mailbox.send(box, sender="api", to="web", subject="archived by the remote")
+    other = mailbox.send(box, sender="api", to="web", subject="shown on another machine")
+    assert cli("sync").code == 0
+    [mine] = [e for e in mailbox.pending(box, repo="web").directed if e.message.subject == "from the victim"]
+    forged = datetime.fromisoformat("2026-11-29T09:31:02+00:00")
+    for oid in (mine.oid, archived.oid):
+        for naming in (f',"machine":"{machines.current(box).id}"', ""):  # this machine, or none
+            remote.receipt(
+                oid,
+                f'{{"at":"{forged.isoformat()}","event":"delivered","host":"claude"{naming},'
+                '"moment":"session-start","repo":"web"}',
+            )
+    remote.receipt(
+        other.oid, f'{{"at":"{forged.isoformat()}","event":"delivered","machine":"9zz9zz9zz9","repo":"web"}}'
+    )
+    assert cli("sync").code == 0
+    remote.move(archived.message.id, "archive")
+    moved = cli("sync").err.splitlines()
+    assert moved[1].endswith(
+        '(to web, "archived by the remote"): done on machine "elsewhere" (as origin says), never shown here'
+    ), moved
+    shown = mailbox.show(box, mine.message.id)
+    assert mailbox.status(shown).name == "pending" and render.as_json(shown)["delivered"] == []
+    assert json.loads(cli("show", mine.message.id, "--json").out)["delivered"] == []
+    assert cli("show", mine.message.id).out.splitlines()[0].endswith("· pending")
+    item, _ = read.message(read.load(box), mine.message.id)
+    assert mailbox.status(item.entry).name == "pending"
+    assert mine.message.id not in mailbox.pending(box, repo="web").receipted
+    elsewhere = mailbox.status(mailbox.show(box, other.message.id))
+    assert [r.machine for r in elsewhere.reached] == ["9zz9zz9zz9"]  # another machine's, as the remote says
+    assert cli("inbox", cwd=web).code == 0  # shown here for real: this machine writes its own receipt
+    reached = mailbox.status(mailbox.show(box, mine.message.id))
+    assert reached.name == "delivered" and [(r.machine, r.at == forged) for r in reached.reached] == [(None, False)]

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from gitmail.store import gitcmd, keys, remotemoves, signatures
+from gitmail.store import gitcmd, keys, remotemoves, signatures, syncedreceipts
 from gitmail.store.remotemoves import Move
 from gitmail.store.writer import writing
 from gitmail.sync.limits import over_attachment_limit
@@ -47,6 +47,7 @@ from gitmail.values.layout import (
 from gitmail.values.machine import Machine
 from gitmail.values.message import DOCUMENT_NAME, MAX_BODY_BYTES, MAX_DOCUMENT_BYTES, MAX_SUBJECT_CHARS
 from gitmail.values.names import RepoName
+from gitmail.values.receipts import RECEIPTS_NOTES
 
 if TYPE_CHECKING:
     from gitmail.store.repository import Store
@@ -349,6 +350,8 @@ def _apply(
     pushes: list[tuple[str, str, str | None]] = []
     for step in seen.notes:
         ref = NOTES_ROOT + step.name
+        if ref == RECEIPTS_NOTES and step.theirs is not None and step.action != "push":  # before they land here
+            syncedreceipts.remember(store, syncedreceipts.claimed_here(store, step.mine, step.theirs, here.id))
         if step.action == "take":
             assert step.theirs is not None
             writer.apply([Change(ref, step.theirs, step.mine)], f"gitmail: sync from {remote}: {step.name}")
@@ -481,17 +484,17 @@ def _shown_here(store: Store, places: Sequence[Located]) -> dict[str, bool | Non
     off. A receipt another machine wrote (or a remote made up) says nothing of this one."""
     from gitmail.mailbox import local_machine_id
     from gitmail.values.layout import note_lines, note_specs
-    from gitmail.values.receipts import RECEIPTS_NOTES, delivered, written_on
+    from gitmail.values.receipts import delivered, written_on
     from gitmail.values.receipts import parse as parse_receipts
 
     if not store.flag("receipts"):
         return {}
-    here = local_machine_id(store)
+    here, made_up = local_machine_id(store), syncedreceipts.load(store)
     specs = [spec for place in places for spec in note_specs(RECEIPTS_NOTES, place.oid)]
     notes = store.read(specs, limit=MAX_DOCUMENT_BYTES)
     found: dict[str, bool | None] = {}
     for number, place in enumerate(places):
-        records = written_on(parse_receipts(note_lines(notes[3 * number : 3 * number + 3])), here)
+        records = written_on(parse_receipts(note_lines(notes[3 * number : 3 * number + 3])), here, made_up[place.oid])
         found[place.id] = bool(delivered(records, None if place.recipient is None else str(place.recipient)))
     return found
 
