@@ -418,6 +418,33 @@ def test_a_bounded_read_answers_every_request_and_reads_none_too_large(tmp_path:
     assert box.read(specs[2:4]) == contents[1:3]  # with no limit, read whole
 
 
+def test_a_message_the_remote_holds_otherwise_is_left_alone_and_sync_says_so_plainly(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same id with another commit there: neither copy changes, and the summary and the log say that."""
+    from tests.hostile import place
+
+    remote = HostileRemote.build(tmp_path / "remote", planted=False)
+    box = victim(tmp_path, str(remote.path))
+    monkeypatch.setenv("GITMAIL_DIR", str(box.path))
+    assert cli("sync").code == 0
+    [mine] = [e for e in mailbox.pending(box, repo="web").directed if e.message.subject == "from the victim"]
+    other = remote.message(mine.message.id, subject="another text under the same id")
+    remote.publish({place("web", "inbox", mine.message.id): other}, parents=[other])
+    result = cli("sync")
+    assert (result.code, result.err) == (
+        0,
+        "gitmail: synced with origin: 1 message differs here and there: sync changed neither copy (see the log)\n",
+    )
+    assert (
+        mailbox.show(box, mine.message.id).oid == mine.oid
+        and remote.listing()[place("web", "inbox", mine.message.id)] == other
+    )
+    log = (box.path.parent / "gitmail.log").read_text()
+    assert f"message {mine.message.id} is refs/gitmail/web/inbox/{mine.message.id} {mine.oid} here and " in log
+    assert log.rstrip().endswith("there; sync changed neither copy")
+
+
 # -- what a remote archives or retracts ----------------------------------------------------------------------------
 
 

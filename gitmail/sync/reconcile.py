@@ -151,7 +151,7 @@ class Comparison(NamedTuple):
     moves_here: list[tuple[Located, Located]]  # (here, there): the remote's place is the later state
     additions: list[Located]  # new there
     moves_there: list[tuple[Located, Located]]  # (there, here): this mailbox's place is the later state
-    conflicts: list[tuple[Located, Located]]  # one id, different commits or kinds: left as they are
+    conflicts: list[tuple[Located, Located]]  # one id, different commits or kinds: neither copy is changed
     notes: list[NotesStep]
     oversized: list[tuple[Located, str]]  # arrivals set aside unread (`_apply` fills it): the place, and why
     said: list[Move]  # moves_here as recorded here (`_apply` fills it): which machine the remote says made each
@@ -282,7 +282,7 @@ def reconcile(
         problem(
             store.path,
             f"sync with {remote}: message {mine.id} is {mine.ref} {mine.oid} here and {theirs.ref} {theirs.oid} "
-            "there; it is left as it is on both sides",
+            "there; sync changed neither copy",
         )
     missing = store.missing([p.oid for p in seen.additions])
     sendable = [p for p in seen.additions if p.oid not in missing]
