@@ -273,6 +273,7 @@ class Applied(NamedTuple):
     ok: bool
     output: str  # what git said, for the user
     conflict: bool = False  # git stopped with the repository in the middle of the change (conflicts to resolve)
+    stopped: bool = False  # `git am` stopped in the middle without a conflict: it could not apply a commit at all
 
 
 def apply_patch(top: Path, data: bytes, kind: str) -> Applied:
@@ -282,14 +283,18 @@ def apply_patch(top: Path, data: bytes, kind: str) -> Applied:
     exactly as git left it."""
     git(top, "update-index", "-q", "--refresh", reading=False)  # a file touched but unchanged is no change
     check_clean(top)
+    stopped = False
     if kind == COMMITS:
         done = git(top, "am", "--3way", stdin=data, reading=False)
-        conflict = done.returncode != 0 and _in_progress(top) is not None
+        # git am stops in the middle whatever went wrong: a conflict, or a patch it refused (a path it does not
+        # take, a change that does not apply): only unmerged paths make it a conflict.
+        stopped = done.returncode != 0 and _in_progress(top) is not None
+        conflict = stopped and _unmerged(top)
     else:
         done = git(top, "apply", "--index", "--3way", "--whitespace=nowarn", "-", stdin=data, reading=False)
         conflict = done.returncode != 0 and _unmerged(top)
     output = (done.stdout + done.stderr).decode(errors="replace")
-    return Applied(done.returncode == 0, output, conflict)
+    return Applied(done.returncode == 0, output, conflict, stopped and not conflict)
 
 
 def check_clean(top: Path) -> None:

@@ -292,7 +292,7 @@ def card(
         f"id {m.id}",
         *([f"urgency {quote(m.urgency)}"] if m.urgency != levels.NORMAL else []),
         kind,
-        f"from {quote(m.sender)}{_machine(m.machine)} ({vouched(entry, claims)})",
+        f"from {quote(m.sender)}{origin(entry)} ({vouched(entry, claims)})",
         when(m.date),
         f"subject {quote(m.subject)}",
     ]
@@ -423,10 +423,24 @@ def vouched(entry: Entry, claims: Mapping[str, str]) -> str:
     return f"{label}: {visible(entry.verdict.reason)}"
 
 
-def _machine(machine: Machine | None) -> str:
-    if machine is None:
+def origin(entry: Entry) -> str:
+    """Which machine mail from another machine came from: ' on machine "laptop"'. VERIFIED, the name is the one
+    the vouching key's machine goes by here, and the name the message gives itself follows only when it differs
+    (' on machine "evil" (claims "laptop")'); otherwise the message's own claim is all there is."""
+    claimed, name = entry.message.machine, machine_name(entry)
+    if claimed is None:
         return ""
-    return f" on machine {quote(machine.name)}" if machine.name else " on another machine"
+    said = f" on machine {quote(name)}" if name else " on another machine"
+    return said + (f" (claims {quote(claimed.name)})" if claimed.name and name != claimed.name else "")
+
+
+def machine_name(entry: Entry) -> str:
+    """The name of the machine mail from another machine came from: the one its vouching key goes by here when
+    VERIFIED, else the name the message gives ("" where it gives none)."""
+    verdict, claimed = entry.verdict, entry.message.machine
+    if verdict is not None and verdict.verified and verdict.machine:
+        return verdict.machine
+    return claimed.name if claimed is not None else ""
 
 
 def when(date: datetime) -> str:
@@ -500,7 +514,7 @@ def as_json(entry: Entry) -> dict[str, Any]:
         "from_session": m.from_session,
         "to_session": m.to_session,
         "urgency": m.urgency,
-        "machine": m.machine._asdict() if m.machine is not None else None,  # None: this machine
+        "machine": _machine_json(entry),  # None: this machine
         "signature": _signature(entry),
         "attachments": [item.field() for item in m.attachments],
         "applied": [
@@ -526,6 +540,15 @@ def _moved(entry: Entry) -> dict[str, Any] | None:
         "at": datetime.fromtimestamp(moved.at, UTC).isoformat(),
         "said": moved.said(),
     }
+
+
+def _machine_json(entry: Entry) -> dict[str, str] | None:
+    """The machine as `origin` names it, and the name the message claims when that differs."""
+    claimed = entry.message.machine
+    if claimed is None:
+        return None
+    found = {"name": machine_name(entry), "id": claimed.id}
+    return found if found["name"] == claimed.name else {**found, "claimed_name": claimed.name}
 
 
 def _signature(entry: Entry) -> dict[str, Any] | None:

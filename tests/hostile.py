@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from gitmail.store.repository import Store
+from gitmail.values.attachments import Attachment
 from gitmail.values.layout import email
 from gitmail.values.machine import Machine
 from gitmail.values.message import Message
@@ -228,16 +229,42 @@ class HostileRemote:
         body: str = "",
         raw: bytes | None = None,
         commit_text: str | None = None,
+        attached: Mapping[str, bytes] | None = None,
+        beside: Mapping[str, bytes] | None = None,
     ) -> str:
         """A message commit written on the remote as gitmail writes one, from machine "elsewhere" (or holding
-        `raw` as its document, `commit_text` as its commit message): of any size, with any subject."""
+        `raw` as its document, `commit_text` as its commit message): of any size, with any subject, carrying the
+        files `attached` (recorded in its document) and, unrecorded, `beside` its document (a path: "a/b/file")."""
         message = Message(message_id, RepoName(sender), to, "x", body, at(0), machine=ELSEWHERE_MACHINE)
-        message = message._replace(subject=subject)
+        files = {
+            name: self.git("hash-object", "-w", "--stdin", stdin=data).strip()
+            for name, data in (attached or {}).items()
+        }
+        records = tuple(
+            Attachment(n, len(d), files[n], "application/octet-stream") for n, d in (attached or {}).items()
+        )
+        message = message._replace(subject=subject, attachments=records)
         blob = self.git("hash-object", "-w", "--stdin", stdin=raw if raw is not None else message.document()).strip()
-        tree = self.git("mktree", stdin=f"100644 blob {blob}\tmessage.md\n").strip()
+        placed = {"message.md": blob, **{f"attachments/{n}": o for n, o in files.items()}}
+        placed |= {
+            path: self.git("hash-object", "-w", "--stdin", stdin=d).strip() for path, d in (beside or {}).items()
+        }
+        tree = self.tree(placed)
         author = {"GIT_AUTHOR_NAME": sender, "GIT_AUTHOR_EMAIL": email(RepoName(sender))}
         text = message.commit_message() if commit_text is None else commit_text
         return self.git("commit-tree", tree, "-F", "-", stdin=text, env={**_identity(), **author}).strip()
+
+    def tree(self, blobs: Mapping[str, str]) -> str:
+        """A tree holding these blobs by path ("a/b/c": in folders a and a/b)."""
+        files = {path: oid for path, oid in blobs.items() if "/" not in path}
+        folders: dict[str, dict[str, str]] = {}
+        for path, oid in blobs.items():
+            if "/" in path:
+                top, _, rest = path.partition("/")
+                folders.setdefault(top, {})[rest] = oid
+        listing = [f"100644 blob {oid}\t{name}\n" for name, oid in files.items()]
+        listing += [f"040000 tree {self.tree(inner)}\t{name}\n" for name, inner in folders.items()]
+        return self.git("mktree", stdin="".join(listing)).strip()
 
     def publish(self, entries: dict[str, str | None], *, parents: Sequence[str] = ()) -> str:
         """A new state on top of the current one: each path set to a commit (None removes it), the commits in
@@ -267,6 +294,18 @@ class HostileRemote:
         [path] = [p for p in listing if p.endswith(f"/{message_id}")]
         repo = path.split("/")[0]
         return self.publish({path: None, place(repo, to_folder, message_id): listing[path]})
+
+    def receipt(self, commit: str, line: str) -> str:
+        """Add a line to the note on `commit` in the remote's receipts notes, as another machine's sync would."""
+        ref, scratch = "refs/gitmail-sync/notes/gitmail-receipts", "refs/notes/forging"
+        tip = self.git("for-each-ref", "--format=%(objectname)", ref).strip()
+        if tip:
+            self.git("update-ref", scratch, tip)
+        self.git("notes", f"--ref={scratch}", "append", "-m", line, commit, env=_identity())
+        forged = self.git("rev-parse", scratch).strip()
+        self.git("update-ref", ref, forged)
+        self.git("update-ref", "-d", scratch)
+        return forged
 
     def junk_refs(self, count: int, prefix: str = "refs/gitmail-sync/junk/") -> None:
         """`count` refs the remote advertises beside gitmail's, each to an object of its own: one pack and lines

@@ -114,7 +114,9 @@ def test_a_mailbox_another_user_owns_is_refused(web: Path, box: Store) -> None:
     mailbox.send(box, sender="api", to="web", subject="hello")
     os.chown(box.path, NOBODY, NOBODY)
     one_error_line(run_gitmail("inbox", cwd=web), f"belongs to another user (uid {NOBODY})")
-    one_error_line(run_gitmail("send", "--to", "web", "-s", "x", cwd=web), f"chown -R {os.getuid()} {box.path}")
+    refused = run_gitmail("send", "--to", "web", "-s", "x", cwd=web)
+    one_error_line(refused, f"fix: move it aside, `mv {box.path} {box.path}.uid-{NOBODY}`, and gitmail makes one")
+    assert "chown" not in refused.stderr  # never a hint to take over another user's mailbox
 
 
 # -- another user's read-only view, full disks, size limits -----------------------------------------------------
@@ -163,6 +165,34 @@ def test_a_mailbox_its_user_can_read_but_not_write_is_read(shared: Path) -> None
         done = run(*command)
         assert done.returncode == 1 and done.stderr.startswith("gitmail: error: cannot write the mailbox"), done
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert mailbox_snapshot(box.path) == before
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="a truly read-only view for a test needs another user (root ignores modes)")
+def test_naming_a_session_in_a_mailbox_its_user_cannot_write_fails_in_one_line(shared: Path) -> None:
+    """`gitmail session --name` (or --card) that cannot record what it sets says so and fails; it never answers as
+    if it had set it."""
+    home = shared / "home"
+    web = shared / "work" / "web"
+    subprocess.run(["git", "init", "-q", str(web)], check=True)
+    home.mkdir()
+    box = Store(home / ".gitmail" / "mail.git")
+    mailbox.send(box, sender="api", to="web", subject="hello")
+    env = {**os.environ, "HOME": str(home), "PATH": os.path.dirname(sys.executable) + ":" + os.environ["PATH"]}
+    in_session = {**env, "CLAUDE_CODE_SESSION_ID": "s1"}
+    started = subprocess.run([sys.executable, "-m", "gitmail", "session"], cwd=web, env=in_session, capture_output=True)
+    assert started.returncode == 0, started  # its record is made while the mailbox can still be written
+    subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(shared)], check=True)
+    subprocess.run(["chmod", "-R", "a-w", str(home / ".gitmail")], check=True)
+    before = mailbox_snapshot(box.path)
+    as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-m", "gitmail"]
+    for setting in (["--name", "builder"], ["--card", "on the parser"]):
+        done = subprocess.run(
+            [*as_nobody, "session", *setting], cwd=web, env=in_session, capture_output=True, text=True
+        )
+        one_error_line(done, f"cannot write the mailbox at {box.path}: permission denied")
+    shown = subprocess.run([*as_nobody, "session"], cwd=web, env=in_session, capture_output=True, text=True)
+    assert shown.returncode == 0 and "name (none)" in shown.stderr and "card (none)" in shown.stderr, shown
     assert mailbox_snapshot(box.path) == before
 
 

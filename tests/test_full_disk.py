@@ -158,3 +158,15 @@ def test_a_session_start_the_shell_would_repeat_goes_to_python_without_a_word_on
     assert again.returncode == 0 and again.stderr == "", again
     context = json.loads(again.stdout)["hookSpecificOutput"]["additionalContext"]
     assert f"id {sent}" in context and "gitmail could not record what this session was shown" in context
+
+
+def test_keys_lists_the_keys_on_a_full_disk(disk: Disk, repos: RepoFactory) -> None:
+    """`gitmail keys` only lists: a full disk, which keeps it from taking in keys published since, does not stop it."""
+    web = repos("web")
+    box = Store(disk.mailbox)
+    mailbox.send(box, sender="api", to="web", subject="hello")  # this machine's key, made and published
+    disk.fill()
+    listed = disk.run("keys", cwd=web)
+    assert listed.returncode == 0, listed
+    [line] = listed.stdout.splitlines()
+    assert line.endswith("\tthis machine: gitmail's own key, published") and listed.stderr == "", listed

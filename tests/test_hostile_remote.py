@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import mailbox
+from gitmail import mailbox, render
 from gitmail.store import gitcmd
 from gitmail.store.repository import Store
 from gitmail.sync import engine as sync
 from gitmail.sync import quick as synccheck
+from gitmail.values.mail import status
 from gitmail.values.message import MAX_BODY_BYTES, MAX_SUBJECT_CHARS, Message
 from tests.conftest import CliRunner, at, run_gitmail
 from tests.hostile import KINDS, HostileRemote
@@ -310,6 +311,50 @@ def test_mail_larger_than_gitmail_sends_is_set_aside_unread_when_it_arrives(
     fsck(box.path)
 
 
+def test_mail_carrying_more_than_a_message_sent_here_may_attach_is_set_aside_when_it_arrives(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attachments over gitmail.attachmentLimit (sends here stop there), or files beside the document a remote put in
+    a message's tree, or folders deeper than gitmail reads: set aside unread as oversized mail is, with a line in the
+    log saying why; what fits arrives."""
+    remote = HostileRemote.build(tmp_path / "remote", planted=False)
+    kib = 1024
+    fits = remote.message("0fatt4ch00", attached={"small.bin": b"s" * 60 * kib, "also.bin": b"a" * 39 * kib})
+    too_large = {
+        "0b1gatt4ch": remote.message("0b1gatt4ch", attached={"a.bin": b"x" * 60 * kib, "b.bin": b"y" * 41 * kib}),
+        "0h1dden000": remote.message("0h1dden000", beside={"junk": b"z" * 101 * kib}),
+        "0deep00000": remote.message("0deep00000", beside={"a/b/c/d/e/tiny": b"t"}),
+    }
+    for message_id, commit in {"0fatt4ch00": fits, **too_large}.items():
+        remote.deliver(message_id, commit)
+    box = victim(tmp_path, str(remote.path))
+    box.git("config", "gitmail.attachmentLimit", "100k")
+    monkeypatch.setenv("GITMAIL_DIR", str(box.path))
+    result = cli("sync")
+    assert (result.code, result.err) == (
+        0,
+        "gitmail: synced with origin: 2 messages new here, 1 message new there, 3 messages larger than gitmail "
+        "sends set aside unread (see gitmail doctor)\n",
+    )
+    set_aside = git(box.path, "for-each-ref", "--format=%(refname) %(objectname)", "refs/gitmail/_oversized/")
+    assert sorted(set_aside.splitlines()) == sorted(
+        f"refs/gitmail/_oversized/web/inbox/{i} {commit}" for i, commit in too_large.items()
+    )
+    pending = {e.message.id for e in mailbox.pending(box, repo="web").directed}
+    assert "0fatt4ch00" in pending and not pending & set(too_large)
+    log = (box.path.parent / "gitmail.log").read_text()
+    assert (
+        "0b1gatt4ch: the files beside its document (attachments) take 101.0 KiB; a message sent here may carry at most 100.0 KiB"
+        in log
+    )
+    assert (
+        "0h1dden000: the files beside its document (attachments) take 101.0 KiB; a message sent here may carry at most 100.0 KiB"
+        in log
+    )
+    assert "0deep00000: its tree holds folders more than 4 deep; a message sent here may carry at most" in log
+    fsck(box.path)
+
+
 @pytest.mark.parametrize("stored", ["loose", "packed"])
 def test_no_read_reads_more_of_a_message_than_it_shows(
     tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch, stored: str, web: Path
@@ -374,6 +419,33 @@ def test_a_bounded_read_answers_every_request_and_reads_none_too_large(tmp_path:
     assert box.read(specs[2:4]) == contents[1:3]  # with no limit, read whole
 
 
+def test_a_message_the_remote_holds_otherwise_is_left_alone_and_sync_says_so_plainly(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same id with another commit there: neither copy changes, and the summary and the log say that."""
+    from tests.hostile import place
+
+    remote = HostileRemote.build(tmp_path / "remote", planted=False)
+    box = victim(tmp_path, str(remote.path))
+    monkeypatch.setenv("GITMAIL_DIR", str(box.path))
+    assert cli("sync").code == 0
+    [mine] = [e for e in mailbox.pending(box, repo="web").directed if e.message.subject == "from the victim"]
+    other = remote.message(mine.message.id, subject="another text under the same id")
+    remote.publish({place("web", "inbox", mine.message.id): other}, parents=[other])
+    result = cli("sync")
+    assert (result.code, result.err) == (
+        0,
+        "gitmail: synced with origin: 1 message differs here and there: sync changed neither copy (see the log)\n",
+    )
+    assert (
+        mailbox.show(box, mine.message.id).oid == mine.oid
+        and remote.listing()[place("web", "inbox", mine.message.id)] == other
+    )
+    log = (box.path.parent / "gitmail.log").read_text()
+    assert f"message {mine.message.id} is refs/gitmail/web/inbox/{mine.message.id} {mine.oid} here and " in log
+    assert log.rstrip().endswith("there; sync changed neither copy")
+
+
 # -- what a remote archives or retracts ----------------------------------------------------------------------------
 
 
@@ -427,3 +499,56 @@ def test_mail_a_remote_archives_or_retracts_is_named_by_sync_and_marked_in_log_a
     mine = mailbox.send(box, sender="api", to="web", subject="mine")
     mailbox.done(box, repo="web", ids=[mine.message.id])
     assert "[" not in [line for line in cli("log", cwd=web).out.splitlines() if line.startswith(mine.message.id)][0]
+
+
+# -- receipts a remote makes up ------------------------------------------------------------------------------------
+
+
+def test_a_showing_on_this_machine_that_a_remote_made_up_counts_for_nothing(
+    tmp_path: Path, cli: CliRunner, monkeypatch: pytest.MonkeyPatch, web: Path
+) -> None:
+    """A "delivered" receipt that names this machine, or no machine, and arrives by sync was not written here: log,
+    show, --json and the view do not call the message delivered, this machine still writes its own receipt when it
+    shows the message, and a remote's archiving of it says "never shown here". One naming another machine is what
+    that machine did, as the remote says, and still reads as delivered elsewhere."""
+    from datetime import datetime
+
+    from gitmail.store import machines
+    from gitmail.web import pages, snapshot
+
+    remote = HostileRemote.build(tmp_path / "remote", planted=False)
+    box = victim(tmp_path, str(remote.path))
+    monkeypatch.setenv("GITMAIL_DIR", str(box.path))
+    archived = mailbox.send(box, sender="api", to="web", subject="archived by the remote")
+    other = mailbox.send(box, sender="api", to="web", subject="shown on another machine")
+    assert cli("sync").code == 0
+    [mine] = [e for e in mailbox.pending(box, repo="web").directed if e.message.subject == "from the victim"]
+    forged = datetime.fromisoformat("2026-11-29T09:31:02+00:00")
+    for oid in (mine.oid, archived.oid):
+        for naming in (f',"machine":"{machines.current(box).id}"', ""):  # this machine, or none
+            remote.receipt(
+                oid,
+                f'{{"at":"{forged.isoformat()}","event":"delivered","host":"claude"{naming},'
+                '"moment":"session-start","repo":"web"}',
+            )
+    remote.receipt(
+        other.oid, f'{{"at":"{forged.isoformat()}","event":"delivered","machine":"9zz9zz9zz9","repo":"web"}}'
+    )
+    assert cli("sync").code == 0
+    remote.move(archived.message.id, "archive")
+    moved = cli("sync").err.splitlines()
+    assert moved[1].endswith(
+        '(to web, "archived by the remote"): done on machine "elsewhere" (as origin says), never shown here'
+    ), moved
+    shown = mailbox.show(box, mine.message.id)
+    assert status(shown).name == "pending" and render.as_json(shown)["delivered"] == []
+    assert json.loads(cli("show", mine.message.id, "--json").out)["delivered"] == []
+    assert cli("show", mine.message.id).out.splitlines()[0].endswith("· pending")
+    item, _ = pages.message(snapshot.load(box), mine.message.id)
+    assert status(item.entry).name == "pending"
+    assert mine.message.id not in mailbox.pending(box, repo="web").receipted
+    elsewhere = status(mailbox.show(box, other.message.id))
+    assert [r.machine for r in elsewhere.reached] == ["9zz9zz9zz9"]  # another machine's, as the remote says
+    assert cli("inbox", cwd=web).code == 0  # shown here for real: this machine writes its own receipt
+    reached = status(mailbox.show(box, mine.message.id))
+    assert reached.name == "delivered" and [(r.machine, r.at == forged) for r in reached.reached] == [(None, False)]

@@ -668,6 +668,22 @@ def test_a_line_that_is_no_request_is_answered_with_a_null_id(api: Path) -> None
         assert exchange(server, json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}).encode())["id"] == 8
 
 
+def test_a_request_of_another_shape_is_answered_under_its_own_id(api: Path) -> None:
+    """params that are a string or an array, another JSON-RPC version, none at all: each request gets a JSON-RPC
+    error under its own id (the client would wait for ever otherwise), and the server goes on."""
+    with line_server(api) as server:
+        for ident, line, said in [
+            (301, '{"jsonrpc":"2.0","id":301,"method":"tools/list","params":"x"}', "params are not an object"),
+            (302, '{"jsonrpc":"2.0","id":"302","method":"tools/call","params":[1,2]}', "params are not an object"),
+            (303, '{"jsonrpc":"1.0","id":303,"method":"tools/list"}', "not JSON-RPC 2.0"),
+            (304, '{"id":304,"method":"tools/list"}', "not JSON-RPC 2.0"),
+        ]:
+            answer = exchange(server, line.encode())
+            assert answer["id"] == json.loads(line)["id"] and answer["error"]["code"] == -32600, (ident, answer)
+            assert answer["error"]["message"].startswith("gitmail: error: ") and said in answer["error"]["message"]
+        assert exchange(server, json.dumps({"jsonrpc": "2.0", "id": 305, "method": "tools/list"}).encode())["id"] == 305
+
+
 def test_a_subscription_that_cannot_be_kept_is_refused_as_a_read_would_be(tmp_path: Path) -> None:
     with line_server(tmp_path, stderr=subprocess.PIPE) as server:
         for ident, uri, said in [

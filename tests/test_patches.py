@@ -239,6 +239,28 @@ def test_a_conflict_leaves_the_repository_as_git_am_does_and_says_how_to_go_on(
     assert f"{sent.entry.message.id}  " in log and "apply failed by" not in log and "apply failed" in log
 
 
+def test_a_commit_git_refuses_is_not_called_a_conflict(box: Store, origin: Path, cli: CliRunner) -> None:
+    """git am stops in the middle when it cannot apply a commit at all (here: a file the commit adds is there
+    already, untracked): the line says git could not apply it, not that there is a conflict to resolve."""
+    web = clone(origin, "web")
+    commit(origin, "Add notes", **{"notes.txt": "theirs\n"})
+    (web / "notes.txt").write_text("mine, untracked\n")
+    sent = send_patch(box, origin, "HEAD~1")
+    done = cli("apply", sent.entry.message.id, cwd=web)
+    assert done.code == 1 and "untracked working tree files would be overwritten by merge" in done.err, done.err
+    assert done.err.splitlines()[-1] == (
+        f'gitmail: error: git could not apply "commits.patch" of {sent.entry.message.id} (git\'s own messages above '
+        "say why) and stopped with `git am` in progress: undo all of it with `git am --abort`, or leave that commit "
+        "out and go on with `git am --skip`"
+    )
+    assert state(web)["in progress"] == ["rebase-apply"] and git(web, "ls-files", "--unmerged") == ""
+    git(web, "am", "--abort")
+    assert (web / "notes.txt").read_text() == "mine, untracked\n"
+    result = actions.apply(box, me(web), sent.entry.message.id).result  # the same, as the Python API tells it
+    assert (result.ok, result.conflict, result.stopped) == (False, False, True)
+    git(web, "am", "--abort")
+
+
 def test_uncommitted_changes_that_conflict_are_left_as_git_apply_leaves_them(
     box: Store, origin: Path, cli: CliRunner
 ) -> None:

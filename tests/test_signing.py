@@ -231,7 +231,16 @@ def test_mail_signed_by_its_machine_is_verified_and_says_by_which_key(pair: tupl
 
 @pytest.mark.parametrize(
     "case",
-    ["unsigned", "tampered body", "tampered tree", "outsider", "wrong machine", "replayed id", "replayed recipient"],
+    [
+        "unsigned",
+        "tampered body",
+        "tampered tree",
+        "outsider",
+        "wrong machine",
+        "wrong machine id",
+        "replayed id",
+        "replayed recipient",
+    ],
 )
 def test_every_other_message_is_unverified_with_the_reason(
     pair: tuple[Store, Store], tmp_path: Path, remote: Path, case: str
@@ -257,6 +266,9 @@ def test_every_other_message_is_unverified_with_the_reason(
         "tampered tree": lambda: write_as(b, message, sign=laptop.sign, tamper=other_tree),
         "outsider": lambda: write_as(b, message, sign=outsider.sign),
         "wrong machine": lambda: write_as(b, message, sign=own_key(third).sign),
+        "wrong machine id": lambda: write_as(
+            b, message._replace(machine=Machine("laptop", "2zz2zz2zz2")), sign=laptop.sign
+        ),
         "replayed id": lambda: write_as(b, message, sign=laptop.sign, ref="refs/gitmail/web/inbox/5tgh0a1b2c"),
         "replayed recipient": lambda: write_as(b, message, sign=laptop.sign, ref="refs/gitmail/ops/inbox/7kq2m9x4ab"),
     }
@@ -271,6 +283,8 @@ def test_every_other_message_is_unverified_with_the_reason(
         "tampered tree": "UNVERIFIED: a bad signature (the signature does not match)",
         "outsider": f'UNVERIFIED: signed with {outsider.fingerprint}, which is not a key of machine "laptop"',
         "wrong machine": 'UNVERIFIED: signed by the key of machine "ci", not of machine "laptop"',
+        "wrong machine id": f'UNVERIFIED: signed by the key of machine "laptop" ({machine.current(a).id}), but it '
+        "names machine id 2zz2zz2zz2",
         "replayed id": 'UNVERIFIED: replayed: it was signed as message 7kq2m9x4ab to "web", and found as '
         '5tgh0a1b2c to "web"',
         "replayed recipient": 'UNVERIFIED: replayed: it was signed as message 7kq2m9x4ab to "web", and found as '
@@ -371,6 +385,63 @@ def test_a_second_machine_going_by_a_known_machines_name_is_not_pinned(
     assert (machine.current(twin).id, NEW) in {(k.machine, k.state) for k in pins.known(b).all}
     doctor = run_gitmail("doctor", cwd=tmp_path, env={"GITMAIL_DIR": str(b.path)})
     assert doctor.returncode == 1 and f'machine "laptop" ({machine.current(twin).id}) published a key' in doctor.stdout
+
+
+def test_a_machine_pinned_on_first_sight_cannot_rename_itself_into_an_accepted_machines_name(
+    pair: tuple[Store, Store], tmp_path: Path, remote: Path
+) -> None:
+    """An outsider that joined as "evil" (pinned on first sight) and then publishes the name "laptop" keeps the
+    name "evil" here: its mail, the earlier too, never reads as laptop's, the log says why, and `keys trust laptop`
+    names both machines and asks for the id."""
+    from gitmail.web import pages, snapshot
+
+    a, b = pair
+    evil = make_machine(tmp_path / "outsider", "evil", str(remote))
+    mailbox.send(evil, sender="api", to="web", subject="hello from evil", when=at(3))
+    sync_now(evil), sync_now(b)
+    evil_id, laptop_id, key = machine.current(evil).id, machine.current(a).id, own_key(evil).fingerprint
+    renamed = keys.publication(own_key(evil), Machine(id=evil_id, name="laptop"), 9_999_999_999)
+    publish_forged(evil, renamed, keys.anchor(evil_id))  # its newest publication, by its own key, says laptop...
+    evil.git("config", "gitmail.machine", "laptop")  # ...and so does its mail from now on
+    mailbox.send(evil, sender="api", to="web", subject="from laptop, says evil", when=at(4))
+    sync_now(evil), sync_now(b)
+    assert {(k.machine, k.name, k.state) for k in pins.known(b).all} == {
+        (laptop_id, "laptop", PINNED),
+        (evil_id, "evil", PINNED),
+    }
+    by_subject = {e.message.subject: e for e in mailbox.pending(b, repo="web").directed}
+    for subject in ("hello from evil", "from laptop, says evil"):
+        assert label(by_subject[subject]) == f'VERIFIED by the key {key} of machine "evil"'
+    claimed = by_subject["from laptop, says evil"]
+    card = render.card(mailbox.show(b, claimed.message.id), claims={}, state=False)
+    assert f'from "api" on machine "evil" (claims "laptop") (VERIFIED by the key {key} of machine "evil")' in card
+    assert render.as_json(claimed)["machine"] == {"name": "evil", "id": evil_id, "claimed_name": "laptop"}
+    framed = render.framing(mailbox.pending(b, repo="web"), claims={})
+    assert f'from "api" on machine "evil" (claims "laptop") (VERIFIED by the key {key} of machine "evil")' in framed
+    item, _ = pages.message(snapshot.load(b), claimed.message.id)
+    assert (item.origin, item.sender) == (' on machine "evil" (claims "laptop")', label(claimed))
+    assert render.as_json(by_subject["hello from evil"])["machine"] == {"name": "evil", "id": evil_id}
+    assert render.as_json(by_subject["first"])["machine"] == {"name": "laptop", "id": laptop_id}
+    log = (b.path.parent / "gitmail.log").read_text()
+    assert (
+        f'machine "evil" ({evil_id}) published the name "laptop", which machine {laptop_id} goes by here: it is '
+        'still called "evil" here'
+    ) in log
+    assert keys.same_named(b) == {}
+    # two machines of one name (the same hostname, say, once the user trusted the second): trust asks for the id
+    twin = make_machine(tmp_path / "twin", "laptop", str(remote))
+    mailbox.send(twin, sender="api", to="web", subject="from the twin", when=at(5))
+    sync_now(twin), sync_now(b)
+    twin_id, twin_key = machine.current(twin).id, own_key(twin).fingerprint
+    actions.trust_key(b, twin_id, twin_key)
+    assert keys.same_named(b) == {"laptop": sorted([laptop_id, twin_id])}
+    done = run_gitmail("keys", "trust", "laptop", twin_key, cwd=tmp_path, env={"GITMAIL_DIR": str(b.path)})
+    first, second = sorted([(laptop_id, own_key(a).fingerprint, "pinned"), (twin_id, twin_key, "trusted")])
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"gitmail: error: 2 machines are called 'laptop' ({first[0]}: {first[1]} {first[2]}; {second[0]}: "
+        f"{second[1]} {second[2]}); name the one you mean by its id: gitmail keys trust {twin_id} {twin_key}\n",
+    )
 
 
 def test_keys_commands_refuse_mistakes_in_one_line(pair: tuple[Store, Store], tmp_path: Path) -> None:

@@ -406,6 +406,39 @@ def test_an_idle_connection_is_closed(served: Client, monkeypatch: pytest.Monkey
     assert served("/").status == 200  # and goes on serving
 
 
+def test_a_request_that_trickles_in_is_closed_when_the_idle_time_is_up(
+    served: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The idle time bounds the whole request, not each read: a byte every so often never keeps a connection."""
+    import socket
+    import time
+
+    monkeypatch.setattr(view._Handler, "timeout", 1.0)
+    with socket.create_connection(("127.0.0.1", served.server.port), timeout=10) as slow:
+        began = time.monotonic()
+        closed = False
+        for byte in b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"x" * 100:
+            try:
+                slow.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            time.sleep(0.25)  # well within the idle time between bytes
+            if time.monotonic() - began > 5:
+                break
+        if not closed:
+            slow.settimeout(5)
+            try:
+                closed = slow.recv(1024) == b""
+            except ConnectionResetError:
+                closed = True
+            except TimeoutError:
+                closed = False
+        assert closed, "the view kept a connection that sends a byte now and then"
+        assert time.monotonic() - began < 4  # closed once the idle time was up, not at the end of the trickle
+    assert served("/").status == 200  # and goes on serving
+
+
 def test_head_answers_like_get_without_a_body(served: Client, box: Store) -> None:
     fill(box)
     got, head = served("/"), served("/", method="HEAD")

@@ -25,7 +25,7 @@ def keys(box: Store) -> Survey:
         raise UsageError("there is no mailbox yet (the first message sent creates it, or `gitmail keys init`)")
     if box.writable():
         with box.locked():
-            signing.learn(box)
+            signing.learn(box, listing=True)
     here = machines.current(box) if box.writable() else _machine_read_only(box)
     own = signing.signer(box, create=False)
     published = own is not None and signing.published_mark(box) == signing.mark(own, here)
@@ -93,7 +93,7 @@ def allowed_signers(box: Store) -> str:
 
     if box.exists() and box.writable():
         with box.locked():
-            signing.learn(box)
+            signing.learn(box, listing=True)
     return signing.allowed_signers(box) if box.exists() else ""
 
 

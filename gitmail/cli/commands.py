@@ -266,6 +266,11 @@ def apply(*, message_id: str, name: str | None) -> None:
             f"{what} stopped at a conflict: resolve it, `git add` the files and run `git am --continue` "
             "(or `git am --skip` to leave that commit out), or undo all of it with `git am --abort`"
         )
+    if done.result.stopped:
+        raise GitmailError(
+            f"git could not apply {what} (git's own messages above say why) and stopped with `git am` in progress: "
+            "undo all of it with `git am --abort`, or leave that commit out and go on with `git am --skip`"
+        )
     if done.result.conflict:
         raise GitmailError(
             f"{what} applied with conflicts: resolve them and `git add` the files, or undo it with `git reset --merge`"

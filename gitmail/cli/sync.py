@@ -82,8 +82,8 @@ def describe(outcome: Outcome) -> str:
     if outcome.conflicts:
         differ = "differs" if outcome.conflicts == 1 else "differ"
         parts.append(
-            f"{outcome.conflicts} {_messages(outcome.conflicts)} {differ} and {_be(outcome.conflicts)} left as "
-            "they are (see the log)"
+            f"{outcome.conflicts} {_messages(outcome.conflicts)} {differ} here and there: sync changed neither copy "
+            "(see the log)"
         )
     return f"synced with {outcome.remote}: {', '.join(parts) or 'up to date'}"
 
@@ -102,10 +102,6 @@ def told(outcome: Outcome) -> list[str]:
 
 def _messages(n: int) -> str:
     return "message" if n == 1 else "messages"
-
-
-def _be(n: int) -> str:
-    return "was" if n == 1 else "were"
 
 
 def remote_line(store: Store, remote: Remote) -> str:

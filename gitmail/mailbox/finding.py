@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from gitmail.errors import GitmailError, NotFound, UsageError
+from gitmail.store import syncedreceipts
 from gitmail.store.claims import load_claims
 from gitmail.store.machines import Here
 from gitmail.store.repository import Store
@@ -108,7 +109,7 @@ def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
     here, the record of it (store/remotemoves.py). A record made on this machine says so by naming no machine, as
     messages do; one made elsewhere (sync brought it) keeps the machine it names."""
     notes = store.notes(RECEIPTS_NOTES, [e.oid for e in entries], limit=MAX_DOCUMENT_BYTES)
-    here = Here(store).id
+    here, made_up = Here(store).id, syncedreceipts.load(store)
     moves: dict[str, Move] = {}
     if any(e.state in (State.ARCHIVED, State.RETRACTED) for e in entries):
         from gitmail.store import remotemoves  # log and show: the hooks never read it
@@ -120,7 +121,7 @@ def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
 
     return [
         e._replace(
-            records=tuple(local(r) for r in receipts.parse(notes[e.oid])),
+            records=tuple(local(r) for r in receipts.parse(notes[e.oid]) if r not in made_up[e.oid]),
             moved=m if (m := moves.get(e.message.id)) is not None and m.state == e.state.value else None,
         )
         for e in entries

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from gitmail.store import syncedreceipts
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
 from gitmail.store.machines import local_id as _local_id
@@ -69,11 +70,13 @@ def pending(
     entries, unreadable = parsed(places, documents, Here(store))
     seen = noted[SEEN_NOTES]
     here = _local_id(store) if receipted_places else None
+    made_up = syncedreceipts.load(store)  # what sync brought in claiming this machine's showings
     receipted = frozenset(  # what this machine has receipted: one from another machine still wants this one's
         p.id
         for p in receipted_places
         if receipts.delivered(
-            receipts.written_on(receipts.parse(noted[RECEIPTS_NOTES][p.oid]), here), str(p.recipient or me)
+            receipts.written_on(receipts.parse(noted[RECEIPTS_NOTES][p.oid]), here, made_up[p.oid]),
+            str(p.recipient or me),
         )
     )
     directed = [e for e in entries if e.state is State.PENDING]

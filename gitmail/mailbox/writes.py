@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gitmail.errors import MailboxError
+from gitmail.store import syncedreceipts
 from gitmail.store.machines import local_id as _local_id
 from gitmail.store.repository import Store
 from gitmail.values import receipts
@@ -50,9 +51,10 @@ def receipts_change(
     "delivered" record is added only where the repo has none yet from the same machine: later showings add
     nothing."""
     lines: dict[str, list[str]] = {}
+    made_up = syncedreceipts.load(writer.store) if only_first else syncedreceipts.Claimed()
     for oid, wanted in records.items():
         if only_first:
-            old = receipts.parse(writer.note(RECEIPTS_NOTES, oid).splitlines())
+            old = [r for r in receipts.parse(writer.note(RECEIPTS_NOTES, oid).splitlines()) if r not in made_up[oid]]
             # first per repo on each machine: one another machine wrote (or a remote made up) is not this one's
             wanted = [r for r in wanted if not receipts.delivered(receipts.written_on(old, r.machine), r.repo)]
         if wanted:

@@ -367,7 +367,7 @@ def _refusal(error: Exception) -> types.JSONRPCError | None:
     failures = error.errors() if isinstance(error, ValidationError) else []
     if not failures:
         return None
-    given = failures[0].get("input")
+    given = _whole(failures)
     if failures[0].get("type") == "json_invalid" or isinstance(given, str):
         try:
             request = json.loads(given) if isinstance(given, str) else None
@@ -385,7 +385,26 @@ def _refusal(error: Exception) -> types.JSONRPCError | None:
     if _holds_surrogate(request):
         text = "the request holds text that is not valid Unicode (a lone surrogate such as \\ud800)"
         return _error(ident, INVALID_PARAMS, text)
+    if request.get("jsonrpc") != "2.0":
+        return _error(ident, INVALID_REQUEST, 'the request is not JSON-RPC 2.0 (it needs "jsonrpc": "2.0")')
+    if not isinstance(request.get("params", {}), dict):
+        return _error(ident, INVALID_REQUEST, "the request's params are not an object (MCP takes named params only)")
     return _error(ident, PARSE_ERROR, "the request could not be read")
+
+
+def _whole(failures: list[Any]) -> object:
+    """What the client sent, as far as the parser read it: the line itself where it is no JSON, else the object a
+    failure of the whole request holds (a field a kind of message needs is missing from it). A failure deeper in
+    (params that are a string) holds only that part."""
+    for failure in failures:
+        where = failure.get("loc", ())
+        if (
+            failure.get("type") == "json_invalid"
+            or len(where) <= 1
+            or (failure.get("type") == "missing" and len(where) == 2)
+        ):
+            return failure.get("input")
+    return failures[0].get("input")
 
 
 def _error(ident: int | str | None, code: int, text: str) -> types.JSONRPCError:

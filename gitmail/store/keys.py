@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from gitmail.errors import MailboxError, UsageError
+from gitmail.errors import MailboxError, Unwritable, UsageError
 from gitmail.store import machines, pins
 from gitmail.store.files import read_text, write_atomically
 from gitmail.store.repository import Store
@@ -392,9 +392,11 @@ def remember_published(store: Store, key: Signer, machine: Machine) -> None:
 # -- what this machine accepts --------------------------------------------------------------------------------------
 
 
-def learn(store: Store) -> list[Key]:
+def learn(store: Store, *, listing: bool = False) -> list[Key]:
     """Take in the keys published since last time (the caller holds the mailbox lock): a machine seen for the
-    first time with one key has it pinned; any other key is recorded as new, not accepted. The keys added."""
+    first time with one key has it pinned; any other key is recorded as new, not accepted. The keys added.
+    `listing`: for a command that only lists keys, which a full disk must not stop: what cannot be written down is
+    left to be taken in at a later look (the same publications decide the same)."""
     from gitmail.values.verdict import ACCEPTED, NEW, PINNED, Key
 
     tip = store.targets([KEYS_NOTES]).get(KEYS_NOTES)
@@ -421,15 +423,49 @@ def learn(store: Store) -> list[Key]:
             added.append(
                 Key(machine, published.name, print_, sshsig.openssh(published.public), PINNED if first else NEW, now)
             )
-        # A machine's name is what its newest publication by a key accepted here says: no other key renames it.
+        # A machine's name is what its newest publication by a key accepted here says: no other key renames it,
+        # and no machine takes the name another accepted machine goes by (its mail would read as that one's).
         accepted = {k.fingerprint for k in [*keys, *added] if k.machine == machine and k.state in ACCEPTED}
         vouched = [p for p in found if p.fingerprint in accepted]
         if vouched:
             name = max(vouched, key=lambda p: p.at).name
+            known = [k for k in [*keys, *added] if k.machine == machine]
+            taken = [
+                k.machine for k in [*keys, *added] if k.name == name and k.machine != machine and k.state in ACCEPTED
+            ]
+            if taken and known and known[0].name != name:
+                _refused_rename(store, machine, known[0].name, name, taken[0])
+                continue
             keys = [k._replace(name=name) if k.machine == machine else k for k in keys]
             added = [k._replace(name=name) if k.machine == machine else k for k in added]
-    pins.save(store, tip, [*keys, *added])
+    try:
+        pins.save(store, tip, [*keys, *added])
+    except Unwritable:
+        if not listing:
+            raise
+        return []
     return added
+
+
+def _refused_rename(store: Store, machine: str, name: str, wanted: str, owner: str) -> None:
+    from gitmail.store.log import problem
+
+    problem(
+        store.path,
+        f'machine "{name}" ({machine}) published the name "{wanted}", which machine {owner} goes by here: it is '
+        f'still called "{name}" here (`gitmail keys` lists both)',
+    )
+
+
+def same_named(store: Store) -> dict[str, list[str]]:
+    """The names that more than one machine accepted here goes by, each with those machines' ids."""
+    from gitmail.values.verdict import ACCEPTED
+
+    ids: dict[str, set[str]] = {}
+    for key in pins.known(store).all:
+        if key.state in ACCEPTED:
+            ids.setdefault(key.name, set()).add(key.machine)
+    return {name: sorted(found) for name, found in sorted(ids.items()) if len(found) > 1}
 
 
 def trust(store: Store, machine: str, fingerprint: str) -> Key:
@@ -440,7 +476,7 @@ def trust(store: Store, machine: str, fingerprint: str) -> Key:
     with store.locked():
         learn(store)
         learned, keys = pins.load(store)
-        machine_id = _machine(keys, machine)
+        machine_id = _machine(keys, machine, f"gitmail keys trust ID {wanted}", wanted)
         matching = [k for k in keys if k.machine == machine_id and k.fingerprint == wanted]
         if not matching:
             theirs = ", ".join(k.fingerprint for k in keys if k.machine == machine_id)
@@ -458,7 +494,7 @@ def revoke(store: Store, machine: str) -> list[Key]:
     with store.locked():
         learn(store)
         learned, keys = pins.load(store)
-        machine_id = _machine(keys, machine)
+        machine_id = _machine(keys, machine, "gitmail keys revoke ID")
         now = _now()
         changed = [k._replace(state=REVOKED, at=now) for k in keys if k.machine == machine_id and k.state != REVOKED]
         kept = [k for k in keys if k.machine != machine_id or k.state == REVOKED]
@@ -466,15 +502,22 @@ def revoke(store: Store, machine: str) -> list[Key]:
     return changed
 
 
-def _machine(keys: Sequence[Key], given: str) -> str:
-    """The id of the machine `given` names: an id, or a name only one machine has."""
+def _machine(keys: Sequence[Key], given: str, command: str, fingerprint: str = "") -> str:
+    """The id of the machine `given` names: an id, or a name only one machine has. When several have the name,
+    the refusal lists them and shows `command` naming one by its ID (the one that published `fingerprint`, when
+    only one did)."""
     if any(k.machine == given for k in keys):
         return given
     ids = sorted({k.machine for k in keys if k.name == given})
     if len(ids) == 1:
         return ids[0]
     if ids:
-        raise UsageError(f"{len(ids)} machines are called {given!r} ({', '.join(ids)}); name one by its id")
+        each = "; ".join(f"{i}: {', '.join(f'{k.fingerprint} {k.state}' for k in keys if k.machine == i)}" for i in ids)
+        owners = sorted({k.machine for k in keys if k.machine in ids and k.fingerprint == fingerprint})
+        example = command.replace("ID", owners[0], 1) if len(owners) == 1 else command
+        raise UsageError(
+            f"{len(ids)} machines are called {given!r} ({each}); name the one you mean by its id: {example}"
+        )
     raise UsageError(f"no machine {given!r} has published a key here (run `gitmail sync`, then `gitmail keys`)")
 
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 
 from gitmail.store import stamps
-from gitmail.store.files import read_text, write_atomically
+from gitmail.store.files import read_text, unwritable, write_atomically
 from gitmail.store.repository import Store
 
 TYPE_CHECKING = False
@@ -43,6 +43,9 @@ def load(store: Store) -> tuple[str | None, list[Key]]:
 
 def save(store: Store, learned: str | None, keys: Sequence[Key]) -> None:
     data = {"learned": learned, "keys": [k._asdict() for k in keys]}
-    (store.own_dir / FOLDER).mkdir(mode=0o700, exist_ok=True)
+    try:
+        (store.own_dir / FOLDER).mkdir(mode=0o700, exist_ok=True)
+    except OSError as error:
+        raise unwritable(store.own_dir, error) from None
     write_atomically(store.own_dir / FOLDER / FILE, (json.dumps(data, indent=1) + "\n").encode())
     stamps.bump_claims(store.path)  # trust labels may read differently now

@@ -511,8 +511,9 @@ def check_private(where: Path) -> None:
 def _check_owned(path: Path, info: os.stat_result, uid: int, where: Path) -> None:
     if info.st_uid != uid:
         raise MailboxError(
-            f"{path} belongs to another user (uid {info.st_uid}); gitmail uses only a mailbox you own "
-            f"(fix: chown -R {uid} {where}, or set {MAILBOX_ENV} to a mailbox of your own)"
+            f"{path} belongs to another user (uid {info.st_uid}); gitmail uses only a mailbox you own and leaves "
+            f"theirs alone (fix: move it aside, `mv {where} {where}.uid-{info.st_uid}`, and gitmail makes one of "
+            f"your own; or set {MAILBOX_ENV} to a mailbox of your own)"
         )
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(info.st_mode):
         raise MailboxError(

@@ -31,8 +31,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gitmail.errors import MailboxBusy, MailboxError
 from gitmail.store import hookfiles, processes
-from gitmail.store.files import read_line, write_line
+from gitmail.store.files import read_line, unwritable, write_line
 from gitmail.store.lock import Deadline
 from gitmail.values.session_info import Info
 
@@ -200,14 +201,28 @@ def ended(mailbox: Path, host: str, session_id: str, reason: str) -> str | None:
 
 
 def describe(mailbox: Path, host: str, session_id: str, *, name: str | None, card: str | None) -> None:
-    """Set the name and/or the card a session chose."""
+    """Set the name and/or the card a session chose; a MailboxError when that cannot be recorded."""
     with record(mailbox, host, session_id, Deadline(2.0), create=False) as found:
-        if found is None:
-            return
-        if name is not None:
-            found.set("name", name)
-        if card is not None:
-            found.set("card", card)
+        if found is not None:
+            if name is not None:
+                found.set("name", name)
+            if card is not None:
+                found.set("card", card)
+    if found is None or found.unsaved is not None:
+        raise _not_recorded(mailbox, host, session_id, found.unsaved if found is not None else None)
+
+
+def _not_recorded(mailbox: Path, host: str, session_id: str, error: OSError | None) -> MailboxError:
+    """Why a session's record could not be had or written back, in one line."""
+    name = key(host, session_id)
+    if error is None and name is not None:
+        try:  # what opening it for writing says (a read-only mailbox, ...)
+            os.close(os.open(hookfiles.session_files(mailbox, name).record, os.O_RDWR | os.O_CLOEXEC))
+        except OSError as refusal:
+            error = refusal
+    if error is not None:
+        return unwritable(mailbox, error)
+    return MailboxBusy(f"the record of session {name or session_id} is held by another gitmail process; try again")
 
 
 def resumed(found: Record) -> None:

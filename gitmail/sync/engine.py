@@ -59,7 +59,7 @@ class Outcome(NamedTuple):
     sent: int = 0  # messages new on the remote
     moved_there: int = 0  # archived or retracted on the remote because this machine did
     notes: int = 0  # notes refs that changed here or there (seen-sets, receipts)
-    conflicts: int = 0  # ids that differ in content between here and there, left as they are (see the log)
+    conflicts: int = 0  # ids that differ in content between here and there: neither copy is changed (the log)
     attempts: int = 1
     set_aside: int = 0  # arrivals larger than gitmail sends, set aside unread (see the log and gitmail doctor)
     said: tuple[Move, ...] = ()  # of moved_here, each as recorded: which machine, shown here or not

@@ -10,8 +10,9 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from gitmail.store import gitcmd, keys, remotemoves, signatures
+from gitmail.store import gitcmd, keys, remotemoves, signatures, syncedreceipts
 from gitmail.store.writer import writing
+from gitmail.sync.limits import over_attachment_limit
 from gitmail.sync.quick import SYNCED
 from gitmail.sync.remotes import (
     NOTES,
@@ -39,6 +40,7 @@ from gitmail.values.machine import Machine
 from gitmail.values.mail import Move
 from gitmail.values.message import DOCUMENT_NAME, MAX_BODY_BYTES, MAX_DOCUMENT_BYTES, MAX_SUBJECT_CHARS
 from gitmail.values.names import RepoName
+from gitmail.values.receipts import RECEIPTS_NOTES
 
 if TYPE_CHECKING:
     from gitmail.store.repository import Store
@@ -85,7 +87,7 @@ class Comparison(NamedTuple):
     moves_here: list[tuple[Located, Located]]  # (here, there): the remote's place is the later state
     additions: list[Located]  # new there
     moves_there: list[tuple[Located, Located]]  # (there, here): this mailbox's place is the later state
-    conflicts: list[tuple[Located, Located]]  # one id, different commits or kinds: left as they are
+    conflicts: list[tuple[Located, Located]]  # one id, different commits or kinds: neither copy is changed
     notes: list[NotesStep]
     oversized: list[tuple[Located, str]]  # arrivals set aside unread (`_apply` fills it): the place, and why
     said: list[Move]  # moves_here as recorded here (`_apply` fills it): which machine the remote says made each
@@ -216,7 +218,7 @@ def reconcile(
         problem(
             store.path,
             f"sync with {remote}: message {mine.id} is {mine.ref} {mine.oid} here and {theirs.ref} {theirs.oid} "
-            "there; it is left as it is on both sides",
+            "there; sync changed neither copy",
         )
     missing = store.missing([p.oid for p in seen.additions])
     sendable = [p for p in seen.additions if p.oid not in missing]
@@ -284,6 +286,8 @@ def _apply(
     pushes: list[tuple[str, str, str | None]] = []
     for step in seen.notes:
         ref = NOTES_ROOT + step.name
+        if ref == RECEIPTS_NOTES and step.theirs is not None and step.action != "push":  # before they land here
+            syncedreceipts.remember(store, syncedreceipts.claimed_here(store, step.mine, step.theirs, here.id))
         if step.action == "take":
             assert step.theirs is not None
             writer.apply([Change(ref, step.theirs, step.mine)], f"gitmail: sync from {remote}: {step.name}")
@@ -356,7 +360,10 @@ def _check_arrivals(
             oversized.append((place, why))
         else:
             arrived[place.id] = message
-    return arrived, oversized
+    heavy = over_attachment_limit(store, [p for p in readable if p.id in arrived])
+    for place, _ in heavy:
+        del arrived[place.id]
+    return arrived, oversized + heavy
 
 
 def _remote_moves(
@@ -412,16 +419,16 @@ def _shown_here(store: Store, places: Sequence[Located]) -> dict[str, bool | Non
     """Whether a session on this machine was shown each message, as the receipts written here say; {} with receipts
     off. A receipt another machine wrote (or a remote made up) says nothing of this one."""
     from gitmail.mailbox import local_machine_id
-    from gitmail.values.receipts import RECEIPTS_NOTES, delivered, written_on
+    from gitmail.values.receipts import delivered, written_on
     from gitmail.values.receipts import parse as parse_receipts
 
     if not store.flag("receipts"):
         return {}
-    here = local_machine_id(store)
+    here, made_up = local_machine_id(store), syncedreceipts.load(store)
     notes = store.notes(RECEIPTS_NOTES, [place.oid for place in places], limit=MAX_DOCUMENT_BYTES)
     found: dict[str, bool | None] = {}
     for place in places:
-        records = written_on(parse_receipts(notes[place.oid]), here)
+        records = written_on(parse_receipts(notes[place.oid]), here, made_up[place.oid])
         found[place.id] = bool(delivered(records, None if place.recipient is None else str(place.recipient)))
     return found
 

@@ -15,7 +15,7 @@ that its sender retracted a broadcast (in a notes commit signed like every commi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -74,9 +74,10 @@ def parse(lines: Iterable[str]) -> list[Record]:
     return sorted(records, key=lambda r: r.at)
 
 
-def written_on(records: Sequence[Record], machine: str | None) -> list[Record]:
-    """The records a machine wrote itself: what another machine wrote, or a remote made up, says nothing of it."""
-    return [record for record in records if record.machine == machine]
+def written_on(records: Sequence[Record], machine: str | None, made_up: Collection[Record] = ()) -> list[Record]:
+    """The records a machine wrote itself: what another machine wrote, or a remote made up (`made_up`: what sync
+    brought in claiming this machine, store/syncedreceipts.py), says nothing of it."""
+    return [record for record in records if record.machine == machine and record not in made_up]
 
 
 def delivered(records: Sequence[Record], repo: str | None = None) -> list[Record]:

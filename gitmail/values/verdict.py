@@ -136,9 +136,16 @@ def judge(fact: Fact | None, *, found_id: str, found_to: str | None, message: Me
         return Verdict(False, f"signed with {fact.key}, a revoked key of machine {name}", key=fact.key)
     if mine:
         return Verdict(False, f"machine {name} has a new key, {fact.key}, not accepted here yet", key=fact.key)
-    others = sorted({k.name or k.machine for k in keys.by(fact.key) if k.state in ACCEPTED})
+    others = sorted({(k.name or k.machine, k.machine) for k in keys.by(fact.key) if k.state in ACCEPTED})
+    if others and others[0][0] == claimed.name:  # the name is right, the id is not
+        owner, owner_id = others[0]
+        return Verdict(
+            False,
+            f'signed by the key of machine "{owner}" ({owner_id}), but it names machine id {claimed.id}',
+            key=fact.key,
+        )
     if others:
-        return Verdict(False, f'signed by the key of machine "{others[0]}", not of machine {name}', key=fact.key)
+        return Verdict(False, f'signed by the key of machine "{others[0][0]}", not of machine {name}', key=fact.key)
     if not [k for k in keys.of(claimed.id) if k.state in ACCEPTED]:
         return Verdict(False, f"no key of machine {name} is known here (it was signed with {fact.key})", key=fact.key)
     return Verdict(False, f"signed with {fact.key}, which is not a key of machine {name}", key=fact.key)

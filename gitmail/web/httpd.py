@@ -14,10 +14,13 @@ import functools
 import hashlib
 import hmac
 import http.cookies
+import io
 import os
 import re
 import secrets
+import socket
 import threading
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -267,11 +270,40 @@ class _Response(Exception):
         self.status, self.text, self.headers = status, text, dict(headers or {})
 
 
+class _Deadline(io.RawIOBase):
+    """A connection's reads, each allowed only what is left of the time the whole request may take: a client that
+    sends a byte now and then never resets the clock, as a timeout on each read would."""
+
+    def __init__(self, connection: socket.socket) -> None:
+        self.connection = connection
+        self.until = time.monotonic()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request took too long to arrive")
+        self.connection.settimeout(left)
+        return self.connection.recv_into(buffer)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
     server_version = "gitmail-view"
     sys_version = ""
-    timeout = IDLE_SECONDS  # a connection that sends nothing (or stalls mid-request) this long is closed
+    timeout = IDLE_SECONDS  # a connection whose next request has not arrived whole this long after it began is closed
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the plain file of the connection: reads go through the deadline instead
+        self.reads = _Deadline(self.connection)
+        self.rfile = io.BufferedReader(self.reads)
+
+    def handle_one_request(self) -> None:
+        self.reads.until = time.monotonic() + (self.timeout or IDLE_SECONDS)  # for this request, however it trickles
+        super().handle_one_request()
 
     def do_GET(self) -> None:
         self._answer(head=False)
@@ -289,6 +321,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # request lines carry the token; nothing is logged
 
     def _answer(self, *, head: bool, allowed: bool = True) -> None:
+        self.connection.settimeout(self.timeout)  # the answer gets the whole time to go out, not what the reads left
         view = self.server.view
         try:
             if self.headers.get("Host") != view.host:

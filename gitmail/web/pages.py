@@ -50,6 +50,7 @@ class Item(NamedTuple):
     delivered: datetime | None = None  # when first shown to a session in the recipient repo; None without a receipt
     reached: tuple[str, ...] = ()  # broadcasts: the repos it was handed to, its sender left out
     sender: str = ""  # a message's own page: its sender's label (PEER, VERIFIED by whose key, UNVERIFIED and why)
+    origin: str = ""  # a message's own page: ' on machine "laptop"' for mail from another machine (render.origin)
 
 
 class Conversation(NamedTuple):
@@ -200,7 +201,9 @@ def _labelled(snap: Snapshot, node: Node, item: Item) -> Item:
         place = Located("", node.oid, node.id, node.state, node.recipient)
         [verdict] = mailbox.vouched(snap.store, [(place, entry.message)])
         entry = entry._replace(verdict=verdict)
-    return item._replace(entry=entry, sender=render.vouched(entry, load_claims(snap.store)))
+    return item._replace(
+        entry=entry, sender=render.vouched(entry, load_claims(snap.store)), origin=render.origin(entry)
+    )
 
 
 def attachment(snap: Snapshot, message_id: str, name: str) -> tuple[Attachment, bytes]:
