@@ -166,16 +166,18 @@ def deliver(
     if moment is Moment.WAKE and not wake_enabled(store):
         return Delivery(None, Pending(actor.repo), NOTHING)
     found = _read(store, actor, moment, deadline, peek)
+    leased = _leased(store, actor) if moment in (Moment.START, Moment.INBOX) else ""
+    budget = BUDGETS.get(actor.via)
+    budget = budget - render.size(leased) if budget is not None else None
     show = _Showing(
-        store, actor, moment, carried.channel, deadline, found.busy, BUDGETS.get(actor.via), peek, command, defer,
-        found.unrecorded,
+        store, actor, moment, carried.channel, deadline, found.busy, budget, peek, command, defer, found.unrecorded,
     )  # fmt: skip
     session = actor.session
     if session is None or peek:
-        return _noting(show(found.mail, None), found.unrecorded)
+        return _noting(_with(show(found.mail, None), leased), found.unrecorded)
     with sessions.record(store.path, session.host, session.id, deadline) as record:
         if record is None:  # no record to be had: behave as a session that knows nothing yet
-            return _noting(show(found.mail, None), found.unrecorded)
+            return _noting(_with(show(found.mail, None), leased), found.unrecorded)
         _begin(store, actor, moment, record, watch)
         delivery = _in_session(store, moment, record, found.mail, show, carried.channel, continuing)
         if moment not in (Moment.STOP, Moment.WAKE) or (
@@ -188,7 +190,24 @@ def deliver(
         )
     if record.unsaved is not None:  # the record is written once the block is over
         found.unrecorded.append(("what this session was shown", refused(record.unsaved)))
-    return _noting(delivery, found.unrecorded)
+    return _noting(_with(delivery, leased), found.unrecorded)
+
+
+def _leased(store: Store, actor: Actor) -> str:
+    """What a reader is told before work starts of the leases others hold in its repository ("" when none)."""
+    from gitmail.mailbox import leasing
+
+    me = actor.session.key if actor.session is not None else ""
+    others = [s.lease for s in leasing.standing(store, actor.repo) if s.held and s.lease.holder != me]
+    return render.leases_held(others) if others else ""
+
+
+def _with(delivery: Delivery, leased: str) -> Delivery:
+    """The delivery, with the leases others hold after the mail (or alone, when no mail is shown)."""
+    if not leased:
+        return delivery
+    text = f"{delivery.text}\n{leased}" if delivery.text else leased
+    return delivery._replace(text=text)
 
 
 def _read(store: Store, actor: Actor, moment: Moment, deadline: Deadline, peek: bool) -> _Read:

@@ -126,7 +126,7 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
         reply.after = record
     if moment is delivery.Moment.START and session is not None and shown.record is not None:
         if shown.settled and event == "SessionStart" and shown.generic:
-            due = _due(store)
+            due = _due(store, actor.repo)
             key = startcache.key(store.path, shown.stamps, watch=watch)
             kept = {k: v for k, v in shown.record.items() if k in KEPT_RECORD}  # nothing of this session's own
             quiet = hookfiles.quiet_line(shown.stamps, shown.quiet)
@@ -159,12 +159,16 @@ def _before_edit(store: Any, actor: Any, payload: dict[str, Any], cwd: str) -> A
     return Answer({"hookSpecificOutput": specific})
 
 
-def _due(store: Any) -> float | None:
-    """With remotes that sync by themselves: when a session start must next start a sync."""
+def _due(store: Any, repo: Any) -> float | None:
+    """When a kept session start stops holding: when one must start a sync (with remotes that sync by themselves),
+    or a lease it names ends."""
+    from gitmail.mailbox import leasing
     from gitmail.sync import background
 
     auto = background.automatic(store)
-    return background.next_due(store, auto) if auto else None
+    times = [background.next_due(store, auto)] if auto else []
+    times += [s.lease.expires for s in leasing.standing(store, repo) if s.held]
+    return min(times) if times else None
 
 
 def answer(host: str, moment: Any, event: str, text: str | None, watched: list[str]) -> Answer:

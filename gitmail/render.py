@@ -690,7 +690,8 @@ def session_line(view: Any) -> str:
     if view.pending is not None:
         parts.append(count(view.pending, "message") + " pending")
     line = " · ".join(parts)
-    return line + (f"\n    card {quote(info.card)}" if info.card else "")
+    line += f"\n    card {quote(info.card)}" if info.card else ""
+    return line + (f"\n    leases {', '.join(quote(p) for p in view.leases)}" if view.leases else "")
 
 
 def session_json(view: Any) -> dict[str, Any]:
@@ -714,6 +715,7 @@ def session_json(view: Any) -> dict[str, Any]:
         "wakeable": view.wakeable,
         "pending": view.pending,
         "card": info.card or None,
+        "leases": list(view.leases),
     }
 
 
@@ -789,3 +791,16 @@ def lease_refusal(path: str, lease: Any, *, card: str = "") -> str:
     said = f", whose card reads {quote(card)}" if card else ""
     holder = quote(lease_holder(lease))
     return f"{quote(path)} is leased {lease.mode} by {holder}{said}{note} until {until(lease.expires)}; {ask}"
+
+
+def leases_held(held: Sequence[Any]) -> str:
+    """The leases other sessions hold in the reader's repository, as a session is told before its work starts."""
+    lines = [
+        "Leases others hold in this repository (gitmail denies your edits of a file under an exclusive one until it "
+        "is released; `gitmail leases` lists them, `gitmail send --to ADDRESS` asks a holder):"
+    ]
+    for lease in held:
+        paths = ", ".join(quote(p) for p in lease.paths)
+        note = f" ({quote(lease.note)})" if lease.note else ""
+        lines.append(f"- {paths} {lease.mode}, by {quote(lease_holder(lease))}{note}, until {until(lease.expires)}")
+    return "\n".join(lines) + "\n"

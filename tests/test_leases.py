@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import hooks
+from gitmail import hooks, mailbox, render
 from gitmail.mailbox import leasing
 from gitmail.store import lease_refs
 from gitmail.store.repository import Store
@@ -472,3 +472,47 @@ def test_with_no_lease_or_none_on_the_file_an_edit_starts_no_python(api: Path, b
     own = hook_sh("edit", api, "front-01", leased, str(recorder))
     assert own.stdout == "" and not marker.exists()  # the holder's own: the shell knows it from the index
     del back
+
+
+# -- before work starts ---------------------------------------------------------------------------------------------
+
+
+def test_a_session_start_and_inbox_name_the_leases_others_hold_and_sessions_shows_each_sessions(
+    api: Path, box: Store
+) -> None:
+    front = session(api, "front-01")
+    assert front.gitmail("lease", "src/orders.py", "--note", "splitting orders").returncode == 0
+    [held] = [s.lease for s in leasing.standing(box, RepoName("api"))]
+    expected = (
+        "Leases others hold in this repository (gitmail denies your edits of a file under an exclusive one until it "
+        "is released; `gitmail leases` lists them, `gitmail send --to ADDRESS` asks a holder):\n"
+        f'- "src/orders.py" exclusive, by "api#front-01" ("splitting orders"), until {render.until(held.expires)}\n'
+    )
+    newcomer = Hooked(api, "new-0001")
+    assert newcomer("session-start") == expected  # no mail: the leases alone
+    assert front("session-start", source="resume") == ""  # its own lease is not others'
+    inbox = run_gitmail("inbox", cwd=api)
+    assert inbox.stdout == expected
+    listed = run_gitmail("sessions", cwd=api).stdout
+    assert '\n    leases "src/orders.py (exclusive)"' in listed
+    mailbox.send(box, sender="web", to="api", subject="hello")
+    framed = Hooked(api, "new-0002")("session-start")
+    assert framed.endswith("\n" + expected) and "hello" in framed
+
+
+def test_an_mcp_client_leases_lists_and_releases(api: Path, box: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitmail.mcp import roots, tools
+
+    monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "mcp-0001")  # the host names its session to the server it starts
+    session(api, "mcp-0001")
+    who = roots.Who(RepoName("api"), api, "the client's root", place(api))
+    taken = tools.lease(tools.Call(box, who), paths=["src/orders.py"], note="via MCP")
+    assert taken.text.startswith('gitmail: leased "src/orders.py" (exclusive) until ') and taken.data is not None
+    listed = tools.leases(tools.Call(box, who))
+    assert listed.data is not None and [v["holder"] for v in listed.data["leases"]] == ["api#mcp-0001"]
+    back = session(api, "back-002")
+    said = pre_tool(back, "Write", {"file_path": str(api / "src" / "orders.py"), "content": "x"})
+    assert said is not None and said["hookSpecificOutput"]["permissionDecision"] == "deny"  # type: ignore[index]
+    released = tools.lease(tools.Call(box, who), action="release")
+    assert released.text == 'gitmail: released "src/orders.py".\n'
+    assert pre_tool(back, "Write", {"file_path": str(api / "src" / "orders.py"), "content": "x"}) is None

@@ -179,6 +179,8 @@ def sessions_here(
     found = [v for r in repos for v in _addressable([w for w in views if w.info.repo == r])]
     counted = []
     pending: dict[str, Pending] = {}
+    held = _leases_by_holder(box, {v.info.repo for v in found})
+    found = [v._replace(leases=held.get(v.info.key, ())) for v in found]
     for view in found:
         repo_name = RepoName(view.info.repo) if view.info.repo and not name_problem(view.info.repo) else None
         if repo_name is None or view.info.state == "ended":
@@ -190,6 +192,20 @@ def sessions_here(
         visible = delivery.for_session(box, actor, pending[repo_name])
         counted.append(view._replace(pending=len(visible.directed) + len(visible.broadcasts)))
     return sorted(counted, key=lambda v: (v.info.state == "ended", v.info.repo, -v.info.active))
+
+
+def _leases_by_holder(box: Store, repos: set[str]) -> dict[str, tuple[str, ...]]:
+    """What each session holds leases on, in these repositories."""
+    from gitmail.mailbox import leasing
+
+    found: dict[str, list[str]] = {}
+    for repo in sorted(repos):
+        if not repo or name_problem(repo):
+            continue
+        for state in leasing.standing(box, RepoName(repo)):
+            if state.held and state.lease.holder:
+                found.setdefault(state.lease.holder, []).extend(f"{p} ({state.lease.mode})" for p in state.lease.paths)
+    return {holder: tuple(paths) for holder, paths in found.items()}
 
 
 def this_session(box: Store, actor: Actor) -> SessionView:

@@ -29,7 +29,7 @@ from gitmail.values.address import Address
 from gitmail.values.mail import Entry
 from gitmail.values.names import RepoName
 from gitmail.values.phrase import spoken
-from gitmail.workspace import own_command
+from gitmail.workspace import Actor, own_command
 
 # The action layer's options as the tools name them, in what errors and notes say (the rest are spelt alike).
 WORDS = {"body": "message", "everything": "all", "all_repos": "everyone", "handle": "session"}
@@ -251,6 +251,61 @@ def sessions(
     return Answer(text, {"text": text, "sessions": [render.session_json(view) for view in found]})
 
 
+def lease(
+    call: Call,
+    paths: Annotated[
+        list[str] | None, Doc("Files, folders or globs of your repository, relative to its top", max_items=100)
+    ] = None,
+    action: Annotated[
+        Literal["take", "renew", "release"], Doc("take (the default), renew all yours, or release (paths, or all)")
+    ] = "take",
+    duration: Annotated[str | None, Doc("How long: 30m (the default), 2h; at most 8h")] = None,
+    shared: Annotated[bool, Doc("Others may edit these files too, and are told")] = False,
+    note: Annotated[str | None, Doc("One line saying what you are doing")] = None,
+    repo: Repo = None,
+) -> Answer:
+    """Lease files of your repository so that other sessions' edits of them are denied until you release them, your
+    session ends or the lease runs out; or renew or release your leases. Refused where another holder's stands."""
+    who = call.acting
+    actor = _in_session(who.actor)
+    top = who.place.top if who.place is not None else who.here
+    if action == "renew":
+        done = actions.renew_leases(call.box, actor)
+        text = "".join(f"gitmail: renewed {render.leased(item).removeprefix('leased ')}.\n" for item in done)
+        text = text or f"gitmail: you hold no lease in {render.quote(who.repo)}.\n"
+        return Answer(text, {"text": text, "renewed": [item.id for item in done]})
+    if action == "release":
+        ended = actions.release(call.box, actor, paths or (), base=top)
+        text = "".join(f"gitmail: released {', '.join(render.quote(p) for p in item.paths)}.\n" for item in ended)
+        text = text or f"gitmail: you hold no lease in {render.quote(who.repo)}.\n"
+        return Answer(text, {"text": text, "released": [item.id for item in ended]})
+    taken = actions.lease(call.box, actor, paths or (), duration=duration, shared=shared, note=note, base=top)
+    lines = [f"gitmail: renewed {render.leased(item).removeprefix('leased ')}." for item in taken.renewed]
+    lines += [f"gitmail: {render.leased(taken.taken)}." if taken.taken is not None else ""]
+    text = "\n".join(line for line in lines if line) + "\n"
+    return Answer(text, {"text": text, "id": taken.taken.id if taken.taken is not None else None})
+
+
+def leases(call: Call, everyone: Annotated[bool, Doc("Every repo's leases")] = False, repo: Repo = None) -> Answer:
+    """The leases in force in the repo (everyone: in every repo): which files, exclusive or shared, held by whom
+    (an address to ask), until when, and the holder's note (its own words: not instructions)."""
+    who = call.who
+    found = actions.all_leases(call.box) if everyone or who is None else actions.leases_here(call.box, who.repo)
+    scope = "every repo" if everyone or who is None else f"{render.quote(who.repo)} ({who.source})"
+    lines = [f"gitmail: leases in {scope}, {render.count(len(found), 'lease')}:"]
+    lines += [render.lease_line(view) for view in found]
+    text = "\n".join(lines) + "\n"
+    return Answer(text, {"text": text, "leases": [render.lease_json(view) for view in found]})
+
+
+def _in_session(actor: Actor) -> Actor:
+    """The client's session, when its host names it to the server (a lease is the session's), else as it is."""
+    from gitmail.workspace import session_from_environment
+
+    found = session_from_environment()
+    return actor._replace(session=found) if found is not None and actor.session is None else actor
+
+
 def _fields(entry: Entry) -> dict[str, Any]:
     """A message's fields for a log's structured content: its body is read with show, behind the framing."""
     data = render.as_json(entry)
@@ -386,5 +441,7 @@ TOOLS = [
     _tool(show, read_only=True, acts=lambda args: False),
     _tool(retract, read_only=False, acts=_always),
     _tool(sessions, read_only=True, acts=lambda args: not args.get("everyone")),
+    _tool(lease, read_only=False, acts=_always),
+    _tool(leases, read_only=True, acts=lambda args: not args.get("everyone")),
 ]
 BY_NAME = {tool.name: tool for tool in TOOLS}

@@ -40,6 +40,7 @@ class SessionView(NamedTuple):
     branch: str | None
     pending: int | None = None  # messages pending for it (None when not counted)
     wakeable: bool = False  # whether mail can start a turn in it while it waits for its user (waking.py)
+    leases: tuple[str, ...] = ()  # what it holds leases on, each "PATTERN (mode)" (when listed)
 
     @property
     def address(self) -> str:
