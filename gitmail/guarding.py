@@ -23,7 +23,7 @@ from gitmail.store.repository import Store
 from gitmail.values import edits
 from gitmail.values import lease as leases
 from gitmail.values.lease import Lease
-from gitmail.workspace import Actor
+from gitmail.workspace import Actor, Place
 
 
 class Verdict(NamedTuple):
@@ -66,7 +66,7 @@ def before_commit(store: Store, actor: Actor, staged: Sequence[str]) -> CommitVe
 def _verdict(store: Store, actor: Actor, paths: Sequence[str], *, what: str) -> Verdict:
     if not paths:
         return ALLOWED
-    folded = _folded(actor)
+    case_free = folded(actor.place)
     me = actor.session.key if actor.session is not None else ""
     here = machines.local_id(store)
     others = [
@@ -77,7 +77,7 @@ def _verdict(store: Store, actor: Actor, paths: Sequence[str], *, what: str) -> 
     told = []
     for path in paths:
         for lease in others:
-            if not any(leases.overlap(pattern, path, folded=folded) for pattern in lease.paths):
+            if not any(leases.overlap(pattern, path, folded=case_free) for pattern in lease.paths):
                 continue
             if lease.exclusive:
                 return Verdict(deny=render.lease_refusal(path, lease, card=_card(store, lease)))
@@ -99,10 +99,9 @@ def _relative(top: str, cwd: str, path: str) -> str | None:
     return None
 
 
-def _folded(actor: Actor) -> bool:
-    """Whether the repository's file system ignores case, as git recorded when it made the repository."""
-    config = actor.place.config if actor.place is not None else None
-    found = gitconfig.load(config) if config is not None else None
+def folded(where: Place | None) -> bool:
+    """Whether a repository's file system ignores case, as git recorded when it made the repository."""
+    found = gitconfig.load(where.config) if where is not None else None
     return found is not None and found.flag("core.ignorecase", False)
 
 

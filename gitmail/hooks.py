@@ -22,6 +22,9 @@ from gitmail.edge import contained
 WAKE_EXIT = 2  # Claude Code starts a new turn when an asyncRewake hook exits 2; its stderr reaches the model
 MAX_PAYLOAD = 1 << 24  # a host payload larger than this is not read whole (a tool's output can be large)
 HOSTS = ("claude", "codex")
+# The moments a hook answers (delivery.Moment's, but a reader's `inbox`), spelt here: the edit hook, before every
+# tool call, loads no more than a lease's verdict needs (a test checks the two agree).
+MOMENTS = ("session-start", "tool", "prompt", "stop", "wake", "session-end", "edit")
 KEPT_RECORD = (
     "known",
     "shown",
@@ -55,8 +58,6 @@ def main(argv: list[str]) -> int:
 
 
 def _arguments(argv: list[str]) -> tuple[str | None, str, bool, list[str]]:
-    from gitmail.delivery import Moment
-
     moment = argv[0] if argv else ""
     host, watch, problems = "claude", False, []
     rest = iter(argv[1:])
@@ -70,7 +71,7 @@ def _arguments(argv: list[str]) -> tuple[str | None, str, bool, list[str]]:
     if host not in HOSTS:
         problems.append(f"unknown host {host!r}; answering as Claude Code")
         host = "claude"
-    known = [m.value for m in Moment if m is not Moment.INBOX]
+    known = list(MOMENTS)
     if moment not in known:
         problems.append(f"unknown hook {moment!r}; known: {', '.join(known)}")
         return None, host, watch, problems
@@ -79,6 +80,8 @@ def _arguments(argv: list[str]) -> tuple[str | None, str, bool, list[str]]:
 
 def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer:
     """One hook run: the payload in, the host's answer out (and what to record once it is given)."""
+    if moment_name == "edit":  # before every tool call: only what a lease's verdict needs is loaded
+        return _before_edit(host, _payload(raw))
     from gitmail import actions, delivery
     from gitmail.store import hookfiles, stamps, startcache
     from gitmail.store.opening import open_mailbox
@@ -104,8 +107,6 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     if not store.exists():
         return Answer()
     actor = Actor(RepoName(found.name), found.home, host, session, found)
-    if moment is delivery.Moment.EDIT:
-        return _before_edit(store, actor, payload, cwd or str(found.top))
     wake = watch and delivery.wake_enabled(store)
     continuing = payload.get("stop_hook_active") is True
     shown = actions.at_moment(store, actor, moment, continuing=continuing, command=own_command(), watch=wake)
@@ -139,15 +140,26 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     return reply
 
 
-def _before_edit(store: Any, actor: Any, payload: dict[str, Any], cwd: str) -> Answer:
+def _before_edit(host: str, payload: dict[str, Any]) -> Answer:
     """A PreToolUse hook: deny a write to another holder's exclusive lease (the one decision both hosts honour),
-    or let it run with a line naming a shared lease's holder; say nothing otherwise."""
+    or let it run with a line naming a shared lease's holder; say nothing otherwise. A subagent's tool calls are
+    its session's, and held to its leases alike."""
     from gitmail import actions
+    from gitmail.store.opening import open_mailbox
+    from gitmail.values.names import RepoName, name_problem
+    from gitmail.workspace import Actor, Session, place
 
-    tool = payload.get("tool_name")
-    arguments = payload.get("tool_input")
-    if not isinstance(tool, str) or not isinstance(arguments, dict):
+    tool, arguments, cwd = payload.get("tool_name"), payload.get("tool_input"), _cwd(payload)
+    if not isinstance(tool, str) or not isinstance(arguments, dict) or cwd is None:
         return Answer()
+    found = place(cwd)
+    session_id = payload.get("session_id")
+    if found is None or name_problem(found.name) or not isinstance(session_id, str):
+        return Answer()
+    store = open_mailbox()
+    if not store.exists():
+        return Answer()
+    actor = Actor(RepoName(found.name), found.home, host, Session(host, session_id), found)
     verdict = actions.before_edit(store, actor, tool, arguments, cwd)
     specific: dict[str, Any] = {"hookEventName": "PreToolUse"}
     if verdict.deny is not None:

@@ -48,6 +48,15 @@ QUIET_SYNC_ROWS = {
 }
 NEW_MAIL_SYNC_ROWS = {"gitmail sync pushing 10 new (git daemon)", "gitmail sync receiving 10 new (git daemon)"}
 ONE_REF_PER_MESSAGE = "git fetch, nothing new, one ref per message (git daemon)"
+LEASE_ROWS = {
+    "leases: python3 -c pass",
+    "leases: before an edit, no lease in the repository",
+    "leases: before an edit, 20 leases, none on the file",
+    "leases: before an edit of another session's leased file (denied)",
+    "leases: gitmail send",
+    "leases: gitmail lease (and release, untimed)",
+    "leases: 8 processes racing for one path",
+}
 FROM_AFAR = "signing: session start, 20 pending from another machine"
 SIGNING_ROWS = {
     "signing: python3 -c pass",
@@ -78,7 +87,7 @@ def test_quick_benchmark_reports_every_row() -> None:
     sync_rows = QUIET_SYNC_ROWS | NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE, WHOLE_MAILBOX}
     assert {
         row["name"] for row in rows
-    } == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | PEER_ROWS | SESSION_ROWS | sync_rows | SIGNING_ROWS
+    } == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | PEER_ROWS | SESSION_ROWS | sync_rows | SIGNING_ROWS | LEASE_ROWS
     assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
     sizes = report["settings"]["sizes"]
     assert sizes == [0, 1000]

@@ -223,3 +223,9 @@ def test_the_installed_console_script_runs_the_hook(web: Path, box: Store) -> No
     )
     assert done.returncode == 0
     assert "via script" in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_the_hooks_moments_are_the_delivery_policys() -> None:
+    from gitmail import delivery, hooks
+
+    assert hooks.MOMENTS == tuple(m.value for m in delivery.Moment if m is not delivery.Moment.INBOX)

@@ -26,29 +26,33 @@ attaching.py (files and patches), syncing.py, signing.py (keys); rules.py (the c
 written.py (what follows every write of mail).
 """
 
-from gitmail.actions.addressing import (
-    SESSION_NAME,
-    Destination,
-    destination,
-    find_session,
-    name_session,
-    session_of,
-    sessions_here,
-    this_session,
-)
-from gitmail.actions.attaching import APPLY_OUTSIDE, UNCOMMITTED, Patched, Saved, apply, gather, save_attachment
-from gitmail.actions.handling import done, reopen
-from gitmail.actions.leases import Leased, LeaseView, before_commit, before_edit, lease, release
-from gitmail.actions.leases import everywhere as all_leases
-from gitmail.actions.leases import renew as renew_leases
-from gitmail.actions.leases import standing as leases_here
-from gitmail.actions.reading import HOOK_WAIT, Shown, at_moment, inbox, known, log, record, session_ended, show
-from gitmail.actions.rules import one_of
-from gitmail.actions.sending import Retracted, Sent, retract, send
-from gitmail.actions.signing import allowed_signers, init_key, keys, revoke_key, trust_key, use_key
-from gitmail.actions.syncing import add_remote, change_remote, remotes, remove_remote, sync
-from gitmail.store.opening import open_mailbox
-from gitmail.values.session_info import SessionView
+from gitmail.lazy import exports
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitmail.actions.addressing import (
+        SESSION_NAME,
+        Destination,
+        destination,
+        find_session,
+        name_session,
+        session_of,
+        sessions_here,
+        this_session,
+    )
+    from gitmail.actions.attaching import APPLY_OUTSIDE, UNCOMMITTED, Patched, Saved, apply, gather, save_attachment
+    from gitmail.actions.handling import done, reopen
+    from gitmail.actions.leases import Leased, LeaseView, before_commit, before_edit, lease, release
+    from gitmail.actions.leases import everywhere as all_leases
+    from gitmail.actions.leases import renew as renew_leases
+    from gitmail.actions.leases import standing as leases_here
+    from gitmail.actions.reading import HOOK_WAIT, Shown, at_moment, inbox, known, log, record, session_ended, show
+    from gitmail.actions.rules import one_of
+    from gitmail.actions.sending import Retracted, Sent, retract, send
+    from gitmail.actions.signing import allowed_signers, init_key, keys, revoke_key, trust_key, use_key
+    from gitmail.actions.syncing import add_remote, change_remote, remotes, remove_remote, sync
+    from gitmail.store.opening import open_mailbox
+    from gitmail.values.session_info import SessionView
 
 __all__ = [
     "APPLY_OUTSIDE",
@@ -105,3 +109,62 @@ __all__ = [
     "trust_key",
     "use_key",
 ]
+
+__getattr__ = exports(
+    __name__,
+    {
+        "APPLY_OUTSIDE": "gitmail.actions.attaching",
+        "HOOK_WAIT": "gitmail.actions.reading",
+        "SESSION_NAME": "gitmail.actions.addressing",
+        "UNCOMMITTED": "gitmail.actions.attaching",
+        "Destination": "gitmail.actions.addressing",
+        "LeaseView": "gitmail.actions.leases",
+        "Leased": "gitmail.actions.leases",
+        "Patched": "gitmail.actions.attaching",
+        "Retracted": "gitmail.actions.sending",
+        "Saved": "gitmail.actions.attaching",
+        "Sent": "gitmail.actions.sending",
+        "SessionView": "gitmail.values.session_info",
+        "Shown": "gitmail.actions.reading",
+        "add_remote": "gitmail.actions.syncing",
+        "all_leases": "gitmail.actions.leases:everywhere",
+        "allowed_signers": "gitmail.actions.signing",
+        "apply": "gitmail.actions.attaching",
+        "at_moment": "gitmail.actions.reading",
+        "before_commit": "gitmail.actions.leases",
+        "before_edit": "gitmail.actions.leases",
+        "change_remote": "gitmail.actions.syncing",
+        "destination": "gitmail.actions.addressing",
+        "done": "gitmail.actions.handling",
+        "find_session": "gitmail.actions.addressing",
+        "gather": "gitmail.actions.attaching",
+        "init_key": "gitmail.actions.signing",
+        "inbox": "gitmail.actions.reading",
+        "keys": "gitmail.actions.signing",
+        "known": "gitmail.actions.reading",
+        "lease": "gitmail.actions.leases",
+        "leases_here": "gitmail.actions.leases:standing",
+        "log": "gitmail.actions.reading",
+        "name_session": "gitmail.actions.addressing",
+        "one_of": "gitmail.actions.rules",
+        "open_mailbox": "gitmail.store.opening",
+        "record": "gitmail.actions.reading",
+        "release": "gitmail.actions.leases",
+        "remotes": "gitmail.actions.syncing",
+        "renew_leases": "gitmail.actions.leases:renew",
+        "remove_remote": "gitmail.actions.syncing",
+        "reopen": "gitmail.actions.handling",
+        "retract": "gitmail.actions.sending",
+        "revoke_key": "gitmail.actions.signing",
+        "save_attachment": "gitmail.actions.attaching",
+        "send": "gitmail.actions.sending",
+        "session_ended": "gitmail.actions.reading",
+        "session_of": "gitmail.actions.addressing",
+        "sessions_here": "gitmail.actions.addressing",
+        "show": "gitmail.actions.reading",
+        "sync": "gitmail.actions.syncing",
+        "this_session": "gitmail.actions.addressing",
+        "trust_key": "gitmail.actions.signing",
+        "use_key": "gitmail.actions.signing",
+    },
+)

@@ -31,7 +31,7 @@ def session_of(box: Store, key: str | None) -> SessionView | None:
     return _repo_view(box, info) if info is not None else None
 
 
-def _view(box: Store, info: Info, places: Places | None = None) -> SessionView:
+def _view(box: Store, info: Info, places: Places | None = None, *, wake: bool = True) -> SessionView:
     """How a session is shown; `places`: the work trees already looked at, shared by the sessions of one listing."""
     from gitmail.workspace import place
 
@@ -42,7 +42,7 @@ def _view(box: Store, info: Info, places: Places | None = None) -> SessionView:
         places[info.top] = (where.worktree, where.branch()) if where is not None else (None, None)
     worktree, branch = places[info.top]
     handle = info.name or worktree or info.id[:8]
-    return SessionView(info, handle, worktree, branch, wakeable=waking.wakeable(box, info))
+    return SessionView(info, handle, worktree, branch, wakeable=wake and waking.wakeable(box, info))
 
 
 def _answers(view: SessionView, handle: str) -> bool:
@@ -67,10 +67,10 @@ def _addressable(views: Sequence[SessionView]) -> list[SessionView]:
     return [v._replace(handle=handle_of(v)) for v in views]
 
 
-def _repo_view(box: Store, info: Info) -> SessionView:
-    """One session, addressed as its repo's listing addresses it."""
-    views = _addressable([_view(box, i) for i in sessions.listing(box.path, info.repo)])
-    return next((v for v in views if v.info.key == info.key), _view(box, info))
+def _repo_view(box: Store, info: Info, *, wake: bool = True) -> SessionView:
+    """One session, addressed as its repo's listing addresses it (`wake`: whether it can be woken is asked too)."""
+    views = _addressable([_view(box, i, wake=wake) for i in sessions.listing(box.path, info.repo)])
+    return next((v for v in views if v.info.key == info.key), _view(box, info, wake=wake))
 
 
 def find_session(box: Store, address: Address) -> SessionView:
@@ -208,8 +208,9 @@ def _leases_by_holder(box: Store, repos: set[str]) -> dict[str, tuple[str, ...]]
     return {holder: tuple(paths) for holder, paths in found.items()}
 
 
-def this_session(box: Store, actor: Actor) -> SessionView:
-    """The session a command runs in (the host names it in the environment); an error outside one."""
+def this_session(box: Store, actor: Actor, *, wake: bool = True) -> SessionView:
+    """The session a command runs in (the host names it in the environment); an error outside one. `wake`: ask
+    whether it can be woken (a look at the host's processes), which only a listing needs."""
     if actor.session is None:
         raise UsageError(
             "not inside a Claude Code or Codex session (the host names its session to the commands it runs)"
@@ -223,7 +224,7 @@ def this_session(box: Store, actor: Actor) -> SessionView:
         info = sessions.info(box.path, actor.session.host, actor.session.id)
     if info is None:
         raise GitmailError(f"cannot record session {actor.session.key} in {box.path}")
-    return _repo_view(box, info)
+    return _repo_view(box, info, wake=wake)
 
 
 def name_session(box: Store, actor: Actor, *, name: str | None = None, card: str | None = None) -> SessionView:

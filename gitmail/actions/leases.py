@@ -6,14 +6,12 @@ nothing outside the repository can be leased."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from gitmail import guarding, render
-from gitmail.actions.addressing import session_of
 from gitmail.actions.written import after_writing
 from gitmail.errors import GitmailError, UsageError
 from gitmail.mailbox import leasing
@@ -129,6 +127,8 @@ def standing(box: Store, repo: RepoName) -> list[LeaseView]:
     """The leases in force in a repository, oldest first."""
     if not box.exists():
         return []
+    from gitmail.actions.addressing import session_of
+
     here = machines.local_id(box)
     views = []
     for state in leasing.standing(box, repo):
@@ -195,6 +195,8 @@ def _pattern(top: Path, given: str, base: str | os.PathLike[str] | None) -> str:
 
 def _matches_any(top: Path, pattern: str) -> bool:
     """Whether a glob covers any file of the work tree (tracked, or untracked and not ignored)."""
+    import subprocess
+
     try:
         listed = subprocess.run(
             ["git", "-C", str(top), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -207,15 +209,10 @@ def _matches_any(top: Path, pattern: str) -> bool:
 
 
 def _folded(top: Path) -> bool:
-    """Whether the repository's file system ignores case (git says so in its config: core.ignorecase)."""
-    try:
-        said = subprocess.run(
-            ["git", "-C", str(top), "config", "--bool", "core.ignorecase"],
-            capture_output=True, text=True, timeout=10, env=_git_env(),
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return said == "true"
+    """Whether the repository's file system ignores case (git records it in its config: core.ignorecase)."""
+    from gitmail.workspace import place
+
+    return guarding.folded(place(top))
 
 
 def _git_env() -> dict[str, str]:
@@ -228,7 +225,7 @@ def _handle(box: Store, actor: Actor) -> str:
         return ""
     from gitmail.actions.addressing import this_session
 
-    return this_session(box, actor).address
+    return this_session(box, actor, wake=False).address
 
 
 def before_edit(box: Store, actor: Actor, tool: str, arguments: Mapping[str, Any], cwd: str) -> guarding.Verdict:

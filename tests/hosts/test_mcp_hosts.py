@@ -16,7 +16,7 @@ from tests.hosts.stub import Call, Request, Step
 
 pytestmark = pytest.mark.hosts
 
-TOOLS = ["send", "inbox", "done", "log", "show", "retract", "sessions"]
+TOOLS = ["send", "inbox", "done", "log", "show", "retract", "sessions", "lease", "leases"]
 
 
 @pytest.fixture(params=["claude", "codex"])
