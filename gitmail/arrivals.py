@@ -14,6 +14,30 @@ from gitmail.store.repository import Store
 from gitmail.values.session_info import Info
 
 WAKER = "import sys; from gitmail.waking import main; sys.exit(main(sys.argv[1:]))"
+PREPARER = "import sys; from gitmail.starts import main; sys.exit(main(sys.argv[1:]))"
+
+
+def prepare_starts(store: Store, repos: Iterable[str] | None) -> None:
+    """Start working out, detached, the session-start answers of these repositories (None: of every one) now that
+    their mail changed (starts.py). Costs a directory listing when no session started anywhere yet, else a spawn;
+    never fails what asked."""
+    try:
+        folder = hookfiles.folder(store.path, hookfiles.CACHE)
+        if not folder.is_dir() or not any(name.endswith(".key") for name in os.listdir(folder)):
+            return
+        _detached(store, [PREPARER, "prepare", str(store.path), *(sorted(set(repos)) if repos is not None else ["*"])])
+    except Exception as error:  # kept answers are a cache: the next start asks Python instead
+        problem(store.path, f"could not start preparing session-start answers: {error}")
+
+
+def _detached(store: Store, code: list[str]) -> None:
+    os.posix_spawn(
+        sys.executable,
+        [sys.executable, "-P", "-c", *code],
+        {**os.environ, "GITMAIL_DIR": str(store.path)},
+        file_actions=[(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)],
+        setsid=True,  # detached: not killed with the writer's process group, never waited for
+    )
 
 
 def after_arrival(store: Store, repos: Iterable[str] | None) -> bool:
@@ -23,13 +47,7 @@ def after_arrival(store: Store, repos: Iterable[str] | None) -> bool:
         idle = idle_codex(store, set(repos) if repos is not None else None)
         if not idle:
             return False
-        os.posix_spawn(
-            sys.executable,
-            [sys.executable, "-P", "-c", WAKER, str(store.path), *(info.key for info in idle)],
-            {**os.environ, "GITMAIL_DIR": str(store.path)},
-            file_actions=[(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)],
-            setsid=True,  # detached: not killed with the sender's process group, never waited for
-        )
+        _detached(store, [WAKER, str(store.path), *(info.key for info in idle)])
         return True
     except Exception as error:  # waking is a courtesy: the mail reaches the session at its next moment anyway
         problem(store.path, f"could not start waking Codex sessions: {error}")

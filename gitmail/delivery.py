@@ -210,6 +210,49 @@ def _with(delivery: Delivery, leased: str) -> Delivery:
     return delivery._replace(text=text)
 
 
+class Preview(NamedTuple):
+    """What a new session of a repository would be shown at its start, worked out beforehand (no write made)."""
+
+    text: str | None
+    stamps: str  # the change stamps it was made at
+    record: dict[str, Any]  # the new session's record once shown it
+    receipts: tuple[str, ...]  # ids of the directed mail it shows for the first time: receipts still to write
+    quiet: tuple[str, ...]  # the moments at which, while the stamps hold, the session has nothing to do
+
+
+def preview_start(store: Store, actor: Actor, *, command: str, watch: bool) -> Preview | None:
+    """What a new session of the actor's repository (on its host, in its work tree) would be shown at its start,
+    as `deliver` would show it, without writing anything; None where that showing would have to write before it
+    may be made (a broadcast is shown only once it is handed over), or says something only its own start knows
+    (another path's claim on the name)."""
+    if actor.session is None or actor.place is None or not store.exists():
+        return None
+    claimed = load_claims(store).get(actor.repo)
+    if claimed is not None and os.path.realpath(claimed) != os.path.realpath(actor.place.home):
+        return None
+    found = _read(store, actor, Moment.START, Deadline(0), True)
+    if found.mail.broadcasts or not found.generic:
+        return None
+    leased = _leased(store, actor)
+    budget = BUDGETS.get(actor.via)
+    budget = budget - render.size(leased) if budget is not None else None
+    show = _Showing(store, actor, Moment.START, Channel.CONTEXT, Deadline(0), True, budget, True, command, False, [])
+    delivery = _with(show(found.mail, None), leased)
+    known = {e.message.id for e in found.mail.directed}  # told of: shown, or counted in "showing N of M"
+    summarised = delivery.shown.summarised
+    shown = [e.message.id for e in delivery.shown.directed if e.message.id not in summarised]
+    record: dict[str, Any] = {
+        "known": sorted(known),
+        "shown": sorted(shown),
+        "stamps": found.stamps,
+        "repo": str(actor.repo),
+        "watch": watch,
+    }
+    unreceipted = tuple(e.message.id for e in delivery.shown.directed if e.message.id not in found.mail.receipted)
+    quiet = tuple(m.value for m in QUIET)  # a new session is told of all its mail: none is held for the next prompt
+    return Preview(delivery.text, found.stamps, record, unreceipted if store.flag("receipts") else (), quiet)
+
+
 def _read(store: Store, actor: Actor, moment: Moment, deadline: Deadline, peek: bool) -> _Read:
     """The claim on the repo's name (when a reader starts or asks), the stamps, and the mail for the session."""
     busy = False

@@ -109,7 +109,16 @@ kept_answer() {
         printf '%s\n' "$quiet" >"$shown.stamps" &&
         printf '%s\n' "$dir" >"$shown.top"; } 2>/dev/null &&
         { [ ! -e "$kept.due" ] || [ "$kept.due" -nt "$shown.json" ]; } &&
-        live && { [ ! -s "$kept.out" ] || cat "$kept.out"; } && exit 0
+        live && { [ ! -s "$kept.out" ] || cat "$kept.out"; } && { [ ! -s "$kept.recording" ] || recorded; } && exit 0
+}
+
+# The receipts of what the kept answer showed this session, written once the host has its answer: by Python, in a
+# process of its own with its standard streams closed, which nothing waits for.
+recorded() {
+    command -v "$python" >/dev/null 2>&1 || return 0
+    ("$python" -P -c 'import sys; from gitmail.starts import main; sys.exit(main(sys.argv[1:]))' \
+        record "$host" "$kept" </dev/null >/dev/null 2>&1 &) 2>/dev/null
+    return 0
 }
 
 mailbox=${GITMAIL_DIR:-${HOME:-}/.gitmail/mail.git}

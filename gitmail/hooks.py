@@ -127,12 +127,12 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
         reply.after = record
     if moment is delivery.Moment.START and session is not None and shown.record is not None:
         if shown.settled and event == "SessionStart" and shown.generic:
-            due = _due(store, actor.repo)
+            until = due(store, actor.repo)
             key = startcache.key(store.path, shown.stamps, watch=watch)
             kept = {k: v for k, v in shown.record.items() if k in KEPT_RECORD}  # nothing of this session's own
             quiet = hookfiles.quiet_line(shown.stamps, shown.quiet)
             startcache.keep(
-                store.path, host, found.top, key=key, record=kept, answer=reply.stdout, due=due, config=found.config,
+                store.path, host, found.top, key=key, record=kept, answer=reply.stdout, due=until, config=found.config,
                 quiet=quiet,
             )  # fmt: skip
         else:
@@ -171,7 +171,7 @@ def _before_edit(host: str, payload: dict[str, Any]) -> Answer:
     return Answer({"hookSpecificOutput": specific})
 
 
-def _due(store: Any, repo: Any) -> float | None:
+def due(store: Any, repo: Any) -> float | None:
     """When a kept session start stops holding: when one must start a sync (with remotes that sync by themselves),
     or a lease it names ends."""
     from gitmail.mailbox import leasing

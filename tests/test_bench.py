@@ -23,9 +23,10 @@ MOMENT_ROWS = {
     "moments: quiet path, Codex",
     "moments: tool call with new mail",
     "moments: session start, mail unchanged",
-    "moments: session start with new mail",
+    "moments: session start with new mail (its answer made when the mail came)",
     "moments: session start, mail unchanged, a remote syncing by itself",
     "moments: session start with new mail, 20 pending, 1,000 archived",
+    "moments: session start with new mail, Python answering (a resumed session)",
 }
 PEER_ROWS = {
     "peers: python3 -c pass",

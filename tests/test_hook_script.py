@@ -12,7 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from gitmail.install.hook_commands import hook_script
 from gitmail.store import hookfiles
 from gitmail.store.claims import claim
 from gitmail.store.repository import Store
+from gitmail.values.mail import status
 from gitmail.values.names import RepoName
 from tests.conftest import RepoFactory
 
@@ -401,3 +404,89 @@ def test_wakes_follow_the_limit_window_and_kill_switch_in_the_mailbox_config(rep
     assert wake_after_a_send("five") == 2
     hooks = Hooks(web, "claude", "s7", GITMAIL_WAKE="0")  # the same session, the switch in its environment
     assert wake_after_a_send("six") == 0
+
+
+# -- answers made when mail changes ---------------------------------------------------------------------------------
+
+
+def kept_is_fresh(box: Store, web: Path) -> bool:
+    """Whether the answer kept for web's work tree was made at web's current stamps."""
+    from gitmail.store import stamps
+
+    tree = hookfiles.tree_name(str(web))
+    assert tree is not None
+    try:
+        key = hookfiles.kept(box.path, "claude", tree).key.read_text().split("\n", 1)[0]
+    except OSError:
+        return False
+    return key.startswith(stamps.read(box.path, RepoName("web")) + ":")
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_new_mail_is_answered_at_the_next_start_without_python_and_its_receipt_written_after(
+    web: Path, api: Path, box: Store, no_python: Recorder
+) -> None:
+    from tests.conftest import run_gitmail
+
+    box.create()
+    hook("session-start", web, session="one")  # a session started here before: its answer is kept
+    sent = run_gitmail("send", "--to", "web", "-s", "news", "-m", "hello", cwd=api).stdout.strip()
+    wait_until(lambda: kept_is_fresh(box, web), "the answer to be made again")
+    answered = hook("session-start", web, session="two", python=no_python)
+    assert sent in answered
+    runs = no_python.marker.read_text().splitlines() if no_python.marker.exists() else []
+    assert runs and all(" record claude " in f" {run} " for run in runs)  # only the receipts, after the answer
+    no_python.marker.unlink()
+    assert hook("session-start", web, session="three") == answered  # the same, with the real Python recording
+
+    def delivered() -> bool:
+        return status(mailbox.show(box, sent)).name == "delivered"
+
+    wait_until(delivered, "the first showing's receipt")
+
+
+def test_a_start_never_shows_less_than_was_written_before_it_began(web: Path, api: Path, box: Store) -> None:
+    """Writers and starts interleaved: every start's answer holds every message whose send returned before it began,
+    whether the kept answer or Python gave it."""
+    from tests.conftest import run_gitmail
+
+    box.create()
+    hook("session-start", web, session="first")
+    written: list[tuple[float, str]] = []
+
+    def write() -> None:
+        for number in range(12):
+            done = run_gitmail("send", "--to", "web", "-s", f"n{number}", "-m", "x", cwd=api)
+            written.append((time.monotonic(), done.stdout.strip()))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    starts = []
+    number = 0
+    while writer.is_alive() or number < 3:
+        began = time.monotonic()
+        starts.append((began, hook("session-start", web, session=f"start-{number}")))
+        number += 1
+    writer.join()
+    assert len(written) == 12 and len(starts) > 3
+    for began, answer in starts:
+        missing = [m for at, m in written if at < began and m not in answer]
+        assert not missing, (missing, answer[:200])
+
+
+def test_a_kept_answer_never_shows_a_session_its_own_mail(web: Path, box: Store) -> None:
+    from tests.conftest import run_gitmail
+
+    box.create()
+    hook("session-start", web, session="writer")
+    sent = run_gitmail("send", "--to", "web", "-s", "to my siblings", cwd=web, env={"CLAUDE_CODE_SESSION_ID": "writer"})
+    assert sent.returncode == 0
+    wait_until(lambda: kept_is_fresh(box, web), "the answer to be made again")
+    assert sent.stdout.strip() not in hook("session-start", web, session="writer")  # resumed: its record, Python
+    assert sent.stdout.strip() in hook("session-start", web, session="sibling")

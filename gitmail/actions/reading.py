@@ -70,6 +70,9 @@ def session_ended(box: Store, session: Session, reason: str = "") -> None:
 
         end_with_session(box, RepoName(repo), session.key)
         stamps.bump(box.path, [RepoName(repo)])
+        from gitmail import arrivals
+
+        arrivals.prepare_starts(box, [repo])
 
 
 def record(box: Store, recording: delivery.Recording) -> None:

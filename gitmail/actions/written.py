@@ -24,10 +24,13 @@ def after_writing(box: Store, actor: Actor | None, *, arrived: Iterable[Entry] |
 
     background.after_send(box)
     if arrived is EVERYONE:
+        arrivals.prepare_starts(box, None)
         arrivals.after_arrival(box, None)
         return
     entries = list(arrived)
+    changed = {e.message.to for e in entries if not e.message.is_broadcast}
+    arrivals.prepare_starts(box, [*changed, *([str(actor.repo)] if actor is not None else [])])
     if any(e.message.is_broadcast for e in entries):
         arrivals.after_arrival(box, None)
     elif entries:
-        arrivals.after_arrival(box, sorted({e.message.to for e in entries}))
+        arrivals.after_arrival(box, sorted(changed))

@@ -15,7 +15,8 @@ Inside the mailbox's own folder (`gitmail/`):
 | sessions/<host>-<session>.json | the session's record (sessions.py); hook.sh copies a kept one in |
 | cache/<host>-<work tree>.key | `kept_key`; the repository's config file; the `quiet_line` of the session it answers |
 | cache/<host>-<work tree>.record, .out | the session record and the answer to use when the key matches |
-| cache/<host>-<work tree>.due | when an automatic sync is due (its modification time) |
+| cache/<host>-<work tree>.due | when the kept answer stops holding (a sync due, a lease ending): its mtime |
+| cache/<host>-<work tree>.recording | the repo's ref, then ids whose first showing's receipts are still to write |
 
 hook.sh decides nothing itself: Python writes what it compares (the quiet line, the kept answer and its key), and
 all hook.sh writes is what it saw (the moment, the host process) and copies of what Python kept. hook.sh never
@@ -122,12 +123,13 @@ class Kept(NamedTuple):
     record: Path
     answer: Path
     due: Path
+    recording: Path  # the repository's ref, then the ids whose receipts the answer leaves to write
 
 
 def kept(mailbox: Path, host: str, tree: str) -> Kept:
     """The kept answer's files for a work tree (by `tree_name`)."""
     where = folder(mailbox, CACHE)
-    return Kept(*(where / f"{host}-{tree}.{suffix}" for suffix in ("key", "record", "out", "due")))
+    return Kept(*(where / f"{host}-{tree}.{suffix}" for suffix in ("key", "record", "out", "due", "recording")))
 
 
 def kept_key(stamps: str, claims: str, *, watch: bool) -> str:

@@ -10,6 +10,7 @@ Any change to the mail, the names or the hook's environment makes a new key, and
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -34,6 +35,7 @@ def keep(
     due: float | None = None,
     config: Path | None = None,
     quiet: str = "",
+    recording: list[str] | None = None,
 ) -> None:
     """Keep a settled session start's answer. The key goes last, so a reader that finds it finds the rest. With
     `due` (a remote syncs automatically), the answer is kept only until then: a `.due` file whose modification
@@ -41,14 +43,26 @@ def keep(
     has passed Python answers again and starts the background sync. `config`: the repository's config file, named
     on the key's second line; once it is newer than the key (`git config gitmail.name` may have renamed the
     repository), Python answers again. `quiet`: the quiet line (hookfiles.quiet_line) hook.sh gives the session it
-    answers, on the key's third line."""
+    answers, on the key's third line. `recording`: the repository's ref and the ids of the mail the answer shows for
+    the first time, whose receipts the process hook.sh starts once it answered writes (none: nothing to write). Two
+    writers of one work tree's answer take turns (a lock beside it), so a key never pairs with another's answer."""
     tree = hookfiles.tree_name(str(top))
     if tree is None:
         return  # a path hook.sh cannot spell: every start there is answered by Python
     files = hookfiles.kept(mailbox, host, tree)
     try:
         files.key.parent.mkdir(mode=0o700, exist_ok=True)
+        turn = os.open(files.key.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    try:
+        fcntl.flock(turn, fcntl.LOCK_EX)
         files.key.unlink(missing_ok=True)  # no reader pairs the old key with the new files
+        receipts = files.recording
+        if recording:
+            write_atomically(receipts, "".join(f"{line}\n" for line in recording).encode(), durable=False)
+        else:
+            receipts.unlink(missing_ok=True)
         if due is None:
             files.due.unlink(missing_ok=True)
         else:
@@ -62,6 +76,8 @@ def keep(
         write_atomically(files.key, lines, durable=False)
     except Exception:  # a cache that cannot be written costs only speed
         return
+    finally:
+        os.close(turn)
 
 
 def forget_all(mailbox: Path) -> None:

@@ -174,6 +174,10 @@ def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> l
                 results.append(sync(store, remote, lock_fd=fd))
             except SyncError as error:
                 results.append(error)
+    if any(isinstance(r, Outcome) and (r.received or r.moved_here) for r in results):
+        from gitmail import arrivals
+
+        arrivals.prepare_starts(store, None)  # what sessions start with changed: their answers are made anew
     if any(isinstance(r, Outcome) and r.received for r in results):
         from gitmail import arrivals
 

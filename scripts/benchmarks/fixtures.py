@@ -278,22 +278,51 @@ def remove_sent(box: Sandbox, size: int, before: set[str], expected: int, what: 
 
 @dataclass
 class NewMail:
-    """One new message for `repo`, sent before a run and archived after it, so that every run finds exactly one."""
+    """One new message for `repo`, sent before a run and archived after it, so that every run finds exactly one.
+    `prepared`: sent as a command does (its repository's session-start answers are then made again, detached), and
+    the run waits (untimed) until they are, as a session starting a moment after the mail does finds them."""
 
     store: Any
     repo: str
     waiting: list[str] = field(default_factory=list)
+    prepared: bool = False
 
     def arrive(self) -> None:
+        from gitmail import actions
         from gitmail import mailbox as api
+        from gitmail.values.names import RepoName
+        from gitmail.workspace import Actor
 
-        sent = api.send(self.store, sender=SENDER, to=self.repo, subject="bench: new", body="New.\n")
-        self.waiting.append(sent.message.id)
+        if not self.prepared:
+            sent = api.send(self.store, sender=SENDER, to=self.repo, subject="bench: new", body="New.\n")
+            self.waiting.append(sent.message.id)
+            return
+        made = actions.send(self.store, Actor(RepoName(SENDER)), to=self.repo, subject="bench: new", body="New.\n")
+        self.waiting.append(made.entry.message.id)
+        wait_prepared(self.store, self.repo)
 
     def archive(self) -> None:
         from gitmail import mailbox as api
 
         api.done(self.store, repo=self.repo, ids=[self.waiting.pop()])
+
+
+def wait_prepared(store: Any, repo: str, timeout: float = 10.0) -> None:
+    """Until every kept session-start answer of `repo` was made at its current stamps."""
+    from gitmail.store import hookfiles, stamps
+    from gitmail.values.names import RepoName
+
+    name = RepoName(repo)
+    folder = hookfiles.folder(store.path, hookfiles.CACHE)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = stamps.read(store.path, name)
+        keys = [p.read_text().split("\n", 1)[0] for p in folder.glob("*.key")]
+        mine = [k for k in keys if k.startswith(name.ref + ":")]
+        if mine and all(k.startswith(now + ":") for k in mine):
+            return
+        time.sleep(0.005)
+    raise BenchError(f"the session-start answers of {repo} were not made again within {timeout:.0f} s")
 
 
 # -- the hooks, what hosts hand them, and what they must answer --------------------------------------------------
@@ -320,11 +349,11 @@ def hook_payload(web: Path, session: str = "bench") -> bytes:
     return json.dumps(payload).encode()
 
 
-def new_sessions(web: Path) -> Callable[[], bytes]:
+def new_sessions(web: Path, prefix: str = "bench-new") -> Callable[[], bytes]:
     """Session-start payloads, each for a new session, as a host starts them: a session that starts again under
     the same id (resumed, cleared) may have sent mail of its own, and Python answers it."""
     started = itertools.count()
-    return lambda: hook_payload(web, f"bench-new-{next(started)}")
+    return lambda: hook_payload(web, f"{prefix}-{next(started)}")
 
 
 def tool_payload(web: Path, session: str, event: str) -> bytes:

@@ -32,9 +32,10 @@ ROWS = (
     "moments: quiet path, Codex",
     "moments: tool call with new mail",
     "moments: session start, mail unchanged",
-    "moments: session start with new mail",
+    "moments: session start with new mail (its answer made when the mail came)",
     "moments: session start, mail unchanged, a remote syncing by itself",
     "moments: session start with new mail, 20 pending, 1,000 archived",
+    "moments: session start with new mail, Python answering (a resumed session)",
 )
 
 
@@ -49,6 +50,7 @@ class Sessions:
     big_env: dict[str, str]  # a copy with 1,000 archived
     to_ops: NewMail
     to_web_big: NewMail
+    to_ops_prepared: NewMail
 
 
 def start_sessions(box: Sandbox) -> Sessions:
@@ -59,11 +61,15 @@ def start_sessions(box: Sandbox) -> Sessions:
     for session, host in (("bench-claude", "claude"), ("bench-codex", "codex")):
         timed(installed_hook("session-start", host), cwd=web, env=env, stdin=hook_payload(web, session))
     timed(installed_hook("session-start", "claude"), cwd=ops, env=env, stdin=hook_payload(ops, "bench-mail"))
+    timed(installed_hook("session-start", "claude"), cwd=ops, env=env, stdin=hook_payload(ops, "bench-resumed"))
     store = Store(box.mailbox(0))
     auto_env = syncing_by_itself(box)
     big_env, big_store = archive_of(box, 1000)
     timed(installed_hook("session-start", "claude"), cwd=web, env=big_env, stdin=hook_payload(web, "bench-big"))
-    return Sessions(web, ops, env, auto_env, big_env, NewMail(store, "ops"), NewMail(big_store, RECIPIENT))
+    return Sessions(
+        web, ops, env, auto_env, big_env, NewMail(store, "ops"), NewMail(big_store, RECIPIENT, prepared=True),
+        NewMail(store, "ops", prepared=True),
+    )  # fmt: skip
 
 
 def check_new(output: bytes) -> None:
@@ -111,9 +117,9 @@ def measure_moments(box: Sandbox, settings: Settings) -> list[Row]:
             start,
             ops,
             env,
-            hook_payload(ops, "bench-start-mail"),
-            before=at.to_ops.arrive,
-            after=at.to_ops.archive,
+            new_sessions(ops, "bench-new-mail"),
+            before=at.to_ops_prepared.arrive,
+            after=at.to_ops_prepared.archive,
             check=check_new,
         ),
         Moment(
@@ -129,9 +135,19 @@ def measure_moments(box: Sandbox, settings: Settings) -> list[Row]:
             start,
             web,
             at.big_env,
-            hook_payload(web, "bench-big"),
+            new_sessions(web, "bench-new-big"),
             before=at.to_web_big.arrive,
             after=at.to_web_big.archive,
+            check=check_new,
+        ),
+        Moment(
+            ROWS[8],
+            start,
+            ops,
+            env,
+            hook_payload(ops, "bench-resumed"),
+            before=at.to_ops.arrive,
+            after=at.to_ops.archive,
             check=check_new,
         ),
     ]
