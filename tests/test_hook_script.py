@@ -440,7 +440,9 @@ def test_new_mail_is_answered_at_the_next_start_without_python_and_its_receipt_w
     wait_until(lambda: kept_is_fresh(box, web), "the answer to be made again")
     answered = hook("session-start", web, session="two", python=no_python)
     assert sent in answered
-    runs = no_python.marker.read_text().splitlines() if no_python.marker.exists() else []
+    # the receipts are written by a detached process: it may start only after the answer
+    wait_until(lambda: no_python.marker.exists() and no_python.marker.read_text().endswith("\n"), "the recorder")
+    runs = no_python.marker.read_text().splitlines()
     assert runs and all(" record claude " in f" {run} " for run in runs)  # only the receipts, after the answer
     no_python.marker.unlink()
     assert hook("session-start", web, session="three") == answered  # the same, with the real Python recording
@@ -451,13 +453,14 @@ def test_new_mail_is_answered_at_the_next_start_without_python_and_its_receipt_w
     wait_until(delivered, "the first showing's receipt")
 
 
-def test_a_start_never_shows_less_than_was_written_before_it_began(web: Path, api: Path, box: Store) -> None:
+@pytest.mark.parametrize("host", ["claude", "codex"])
+def test_a_start_never_shows_less_than_was_written_before_it_began(web: Path, api: Path, box: Store, host: str) -> None:
     """Writers and starts interleaved: every start's answer holds every message whose send returned before it began,
     whether the kept answer or Python gave it."""
     from tests.conftest import run_gitmail
 
     box.create()
-    hook("session-start", web, session="first")
+    hook("session-start", web, host=host, session="first")
     written: list[tuple[float, str]] = []
 
     def write() -> None:
@@ -471,7 +474,7 @@ def test_a_start_never_shows_less_than_was_written_before_it_began(web: Path, ap
     number = 0
     while writer.is_alive() or number < 3:
         began = time.monotonic()
-        starts.append((began, hook("session-start", web, session=f"start-{number}")))
+        starts.append((began, hook("session-start", web, host=host, session=f"start-{number}")))
         number += 1
     writer.join()
     assert len(written) == 12 and len(starts) > 3

@@ -180,8 +180,16 @@ enabled = false
         answer = json.loads(done.stdout)
         return str(answer["reason"]) if "reason" in answer else str(answer["hookSpecificOutput"]["additionalContext"])
 
-    def gitmail_processes(self) -> list[str]:
-        """gitmail's processes running in this world (its HOME in their environment): none may outlive a session."""
+    def gitmail_processes(self, settle: float = 5.0) -> list[str]:
+        """gitmail's processes running in this world (its HOME in their environment): none may outlive a session.
+        A detached writer a session's end started (its answers made anew, receipts) may take a moment to finish:
+        those still running `settle` seconds later outlived it."""
+        deadline = time.monotonic() + settle
+        while (found := self._gitmail_processes()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return found
+
+    def _gitmail_processes(self) -> list[str]:
         found = []
         for proc in Path("/proc").iterdir():
             try:
