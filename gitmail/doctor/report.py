@@ -51,6 +51,8 @@ def _guarded(topic: str, check: Callable[[], list[Finding]]) -> list[Finding]:
     try:
         return check()
     except MailboxError as error:
+        if getattr(error, "packed_refs", False):
+            return [Finding(topic, Level.NOTE, "not checked: git cannot read the refs until packed-refs is mended")]
         return [Finding(topic, Level.NOTE, f"not checked: {error}")]
 
 
