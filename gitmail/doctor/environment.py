@@ -222,15 +222,18 @@ class Lapsed(NamedTuple):
     said: list[str]  # each: its paths and its holder
 
 
-LAPSED_WHY = {"expired": "expired", "session-ended": "of sessions that ended"}
+LAPSED_WHY = {
+    "expired": lambda n: count(n, "expired lease"),
+    "session-ended": lambda n: f"{count(n, 'lease')} of ended sessions",
+}
 LAPSED: list[Rule[Lapsed]] = [
     Rule(
         "leases",
         Level.NOTE,
         lambda lapsed: lapsed.why in LAPSED_WHY,
         lambda lapsed: (
-            f"{count(len(lapsed.said), 'lease')} {LAPSED_WHY[lapsed.why]} {is_(len(lapsed.said))} still "
-            f"stored for {quote(lapsed.repo)}, holding nothing: {listed(lapsed.said)}"
+            f"{LAPSED_WHY[lapsed.why](len(lapsed.said))} {is_(len(lapsed.said))} still stored for "
+            f"{quote(lapsed.repo)}, holding nothing: {listed(lapsed.said)}"
         ),
         "the next lease taken there ends them; gitmail doctor --repair does it now",
         lambda lapsed: lapsed.said,
