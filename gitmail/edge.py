@@ -37,6 +37,9 @@ def say(text: str) -> None:
 def run(work: Callable[[], int], *, where: str, words: Words | None = None) -> int:
     """Run an entry point's work; its exit code, whatever happens. `words`: how the entry point spells the action
     layer's options, in what an error says."""
+    from gitmail.store.log import heard_by
+
+    heard_by(lambda text: say(f"warning: {text}"))
     try:
         return work()
     except GitmailError as error:

@@ -117,7 +117,7 @@ def test_every_kind_of_damage_is_one_line_and_repair_fixes_it_deleting_nothing(
         f"repaired  removed refs/gitmail/web/inbox/{twice.message.id}: {twice.message.id} is archived "
         f"(refs/gitmail/web/archive/{twice.message.id})",
         f"repaired  mended refs/notes/gitmail-receipts: {receipts_before} holds every note still whole",
-        "repaired  dropped 1 entries naming lost commits from the reflog of refs/notes/gitmail-receipts",
+        "repaired  dropped 1 entry naming lost commits from the reflog of refs/notes/gitmail-receipts",
     ]
     assert repaired.out.splitlines()[-1] == "No problems found."
     # Nothing of the message is deleted: its ref is kept, pointing at a record of what was lost.

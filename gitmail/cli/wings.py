@@ -74,7 +74,8 @@ def doctor(
         typer.Option(
             "--repair",
             help="Also make the safe repairs: set unreadable messages aside under refs/gitmail/_damaged/ (deleting "
-            "nothing), finish a killed writer's change, remove stale lock files, restore gitmail's git settings.",
+            "nothing), finish a killed writer's change, remove stale lock files, restore gitmail's git settings, make "
+            "and publish a new signing key when this machine's is damaged, end leases that no longer hold.",
         ),
     ] = False,
     json_output: JsonOption = False,

@@ -23,6 +23,7 @@ and no URL may use the transports that run commands (`ext::`, `fd::`).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -74,7 +75,16 @@ class GitFailed(MailboxError):
 
     def __init__(self, command: str, returncode: int, stderr: str) -> None:
         lines = stderr.strip().splitlines()
-        super().__init__(f"git {command} failed on the mailbox: {lines[-1] if lines else returncode}")
+        said = lines[-1] if lines else str(returncode)
+        garbled = said.partition("packed-refs: ")[2] if "unexpected line in " in said else ""
+        self.packed_refs = bool(garbled)  # git stops on such a line for every ref: only a repair gets it going
+        if garbled:
+            super().__init__(
+                f"the mailbox needs `gitmail doctor --repair`: its packed-refs holds a line that is no ref "
+                f"({json.dumps(garbled[:80])}), and git stops on it"
+            )
+        else:
+            super().__init__(f"git {command} failed on the mailbox: {said}")
         self.returncode = returncode
         self.stderr = stderr
 

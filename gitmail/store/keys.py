@@ -56,6 +56,23 @@ class SigningKeyError(MailboxError):
     """The key gitmail is to sign with cannot be used: missing, readable by others, damaged, or refused."""
 
 
+class ExposedKey(SigningKeyError):
+    """A private key file others may read: refused, as ssh refuses it (the fix is the user's: chmod 600)."""
+
+
+class DamagedKey(SigningKeyError):
+    """gitmail's own key of this machine is there but is no key it can sign with (cut short, garbled, unreadable):
+    writes go on unsigned, saying so, until `gitmail doctor --repair` makes a new key and publishes it."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(
+            f"this machine's signing key {path} is damaged ({reason}): mail is written unsigned until "
+            "`gitmail doctor --repair` makes a new key"
+        )
+        self.path, self.reason = path, reason
+        self.aside: Path | None = None  # where `replace_damaged` set it aside
+
+
 class NoSigner(SigningKeyError):
     """Nothing in this process can sign or make a key: no PyNaCl and no ssh-keygen (a bare interpreter, as a host
     plugin runs gitmail before it has set up its own environment)."""
@@ -119,7 +136,34 @@ def signer(store: Store, *, create: bool) -> Signer | None:
         if not create:
             return None
         _make(store, path, machines.current(store))
-    return load(path, own=True)
+    try:
+        return load(path, own=True)
+    except ExposedKey:
+        raise
+    except SigningKeyError as error:
+        raise DamagedKey(path, _reason(str(error), path)) from None
+
+
+def _reason(said: str, path: Path) -> str:
+    """What a refusal of a key file says of it, without the path the damage line names already."""
+    for prefix in (f"{path} is ", f"cannot read the signing key {path}: ", f"{path} "):
+        if said.startswith(prefix):
+            return said[len(prefix) :]
+    return said
+
+
+def replace_damaged(store: Store, damaged: DamagedKey) -> Signer:
+    """Set gitmail's own damaged key aside (kept beside it as `<id>.damaged-<time>`, never deleted) and make a new
+    one, which the next write publishes: other machines see it as a changed key, to accept as any other."""
+    aside = damaged.path.with_name(f"{damaged.path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+    try:
+        os.replace(damaged.path, aside)
+        Path(f"{damaged.path}.pub").unlink(missing_ok=True)
+    except OSError as error:
+        raise SigningKeyError(f"cannot set {damaged.path} aside: {error.strerror or error}") from None
+    damaged.aside = aside
+    _make(store, damaged.path, machines.current(store))
+    return load(damaged.path, own=True)
 
 
 def load(path: Path, *, own: bool = False) -> Signer:
@@ -158,7 +202,7 @@ def _read_key(path: Path) -> bytes:
     except OSError as error:
         raise SigningKeyError(f"cannot read the signing key {path}: {error.strerror or error}") from None
     if _looks_private(text) and info.st_mode & 0o077:
-        raise SigningKeyError(
+        raise ExposedKey(
             f"the signing key {path} can be read by others (mode {info.st_mode & 0o777:04o}); "
             f"gitmail refuses it, as ssh does (fix: chmod 600 {path})"
         )

@@ -13,6 +13,31 @@ from gitmail.store.location import default_path, log_path
 
 LIMIT = 1 << 20  # bytes a log grows to before it is set aside as gitmail.log.1
 
+TYPE_CHECKING = False  # the quick paths load this: no typing import for the annotations
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_hearers: list[Callable[[str], None]] = []  # who hears `tell`: the edge of a command line (its standard error)
+_told: set[str] = set()
+
+
+def heard_by(hearer: Callable[[str], None]) -> None:
+    """Who hears what `tell` says from now on (the edge of the command line, the MCP server and sync, as each
+    starts its work): each thing once."""
+    _hearers[:] = [hearer]
+    _told.clear()
+
+
+def tell(mailbox: Path, text: str) -> None:
+    """A problem gitmail works around that the one who runs it should know of and can fix: logged, and said once
+    per process to whoever hears (a hook has nobody: the log alone)."""
+    if text in _told:
+        return
+    _told.add(text)
+    problem(mailbox, text)
+    for hearer in _hearers:
+        hearer(text)
+
 
 def problem(mailbox: Path, text: str) -> None:
     """A line saying what went wrong with the mailbox and what was done about it."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from gitmail.errors import MailboxError
 from gitmail.store import history, keys, lock, machines, objects, setup, stamps, transaction
 from gitmail.store.lock import Deadline
-from gitmail.store.log import problem
+from gitmail.store.log import problem, tell
 from gitmail.store.objects import Objects
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store
 from gitmail.store.transaction import reflog
@@ -68,11 +68,15 @@ class Writer:
         """The key this write signs with, loaded (or made, on first use) before anything is written: a key that
         cannot be used stops the write before any object of it exists. None only where nothing can sign at all
         (no PyNaCl and no ssh-keygen: a bare interpreter, as a host plugin runs gitmail before it has set up its
-        environment): then commits are written unsigned, and the log says so."""
+        environment): then commits are written unsigned, and the log says so. Nor when this machine's own key is
+        damaged: no write may fail for it, so commits are written unsigned, and the one who runs gitmail is told
+        how to make a new key."""
         if not self._looked:
             self._looked = True
             try:
                 self._key = keys.signer(self.store, create=True)
+            except keys.DamagedKey as error:
+                tell(self.store.path, str(error))
             except keys.NoSigner as error:
                 self._unsigned(error)
         return self._key
