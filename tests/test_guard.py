@@ -307,13 +307,27 @@ def counting_python(tmp_path: Path) -> tuple[str, Path]:
     return str(wrapper), runs
 
 
-@pytest.mark.parametrize("name", ["api", "My.App"])
-def test_where_nobody_else_holds_a_lease_no_python_starts(
-    repos: RepoFactory, box: Store, tmp_path: Path, name: str
-) -> None:
-    repo = repos(name)
+def work_tree(repos: RepoFactory, kind: str) -> Path:
+    """A work tree whose mailbox name guard.sh finds as workspace.py does: a plain repository, one whose name must
+    be encoded, one named by gitmail.name, a linked worktree of a bare repository."""
+    repo = repos({"plain": "api", "encoded": "My.App", "named": "folder", "bare": "seed"}[kind])
     (repo / "a.py").write_text("a\n")
     assert git("add", ".", cwd=repo).returncode == 0 and git("commit", "-qm", "a", cwd=repo).returncode == 0
+    if kind == "named":
+        assert git("config", "gitmail.name", "Shop.Front", cwd=repo).returncode == 0
+    if kind == "bare":
+        bare = repo.parent / "shop.git"
+        assert git("clone", "-q", "--bare", str(repo), str(bare), cwd=repo.parent).returncode == 0
+        repo = repo.parent / "shop-wt"
+        assert git("worktree", "add", "-q", "-b", "w", str(repo), cwd=bare).returncode == 0
+    return repo
+
+
+@pytest.mark.parametrize("kind", ["plain", "encoded", "named", "bare"])
+def test_where_nobody_else_holds_a_lease_no_python_starts(
+    repos: RepoFactory, box: Store, tmp_path: Path, kind: str
+) -> None:
+    repo = work_tree(repos, kind)
     box.create()
     python, runs = counting_python(tmp_path)
     guard_hook.install(repo, python=python)
