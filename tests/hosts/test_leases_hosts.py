@@ -102,3 +102,25 @@ def test_codex_apply_patch_and_shell_write_of_a_file_another_session_leased_are_
         own = holder.prompt("Now change it yourself.")
         assert "blocked" not in own.requests[1].tool_result, own.requests[1].tool_result
         assert orders.read_text() == ORDERS.replace("[]", "{}")
+
+
+def test_a_claude_code_sessions_commit_of_a_file_another_session_leased_is_refused_by_the_guard(world: World) -> None:
+    """What the hook before the edit cannot read (a script that writes the file) the commit guard stops: the
+    committing session is the one Claude Code names to its shell commands."""
+    api, orders = repository(world)
+    world.gitmail("install", "--guard", cwd=api)
+    claude = EditingClaude(world)
+    claude.install()
+    with claude.session(api) as holder:
+        world.stub.script(Shell(f"{GITMAIL} lease src/orders.py", then="Leased."))
+        holder.prompt("Lease the orders module.")
+
+        script = "python3 -c \"open('src/orders.py', 'a').write('# theirs\\n')\""
+        commit = "git -c user.name=t -c user.email=t@t commit -qam 'Change orders'; echo exit=$?"
+        world.stub.script(Shell(f"{script}; {commit}", then="Stopped."))
+        turn = claude.run(api, "Change the orders module and commit.")
+        assert orders.read_text() == ORDERS + "# theirs\n"  # the script's write was not plainly readable: it ran
+        said = turn.requests[1].tool_result
+        assert refusal("src/orders.py") in said and "this commit is refused" in said and "exit=1" in said, said
+        log = subprocess.run(["git", "-C", str(api), "log", "--format=%s"], capture_output=True, text=True)
+        assert log.stdout == "start\n"
