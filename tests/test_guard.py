@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmail import render
+from gitmail import commit_guard, render
 from gitmail.install import guard_hook
 from gitmail.mailbox import leasing
 from gitmail.store.repository import Store
@@ -353,3 +353,31 @@ def test_an_expired_lease_leaves_the_index_once_a_commit_looks(api: Path, box: S
     assert commit(api, "src/orders.py", session="back-001") == (0, "")
     assert commit(api, "src/orders.py", session="back-001") == (0, "")
     assert runs.read_text() == "run\n"
+
+
+def test_a_dry_run_says_what_it_would_do_and_writes_nothing(api: Path, box: Store) -> None:
+    hook = own_hook(api, "exit 0")
+    before = sorted(p.name for p in hook.parent.iterdir())
+    done = run_gitmail("install", "--guard", "--dry-run", cwd=api)
+    assert done.returncode == 0
+    kept = hook.parent / "gitmail-chained" / "pre-commit"
+    assert done.stderr == (
+        f"gitmail: would do: {hook}: moved to {kept} (the guard runs it first)\n"
+        f"gitmail: would do: {hook}: the lease guard installed\n"
+    )
+    assert sorted(p.name for p in hook.parent.iterdir()) == before and not guard_hook.is_ours(hook)
+
+
+def test_the_guard_loads_no_command_line_library(api: Path, box: Store) -> None:
+    from tests.test_imports import imported
+
+    front = session(api, "front-01")
+    assert front.gitmail("lease", "src/orders.py").returncode == 0
+    modules = imported("guard", "pre-commit", cwd=api)
+    assert "gitmail.commit_guard" in modules and "gitmail.guarding" in modules
+    assert not {m for m in modules if m.split(".")[0] in ("typer", "click", "rich")}
+
+
+def test_guard_without_its_moment_is_one_line(api: Path) -> None:
+    done = run_gitmail("guard", cwd=api)
+    assert (done.returncode, done.stderr) == (2, f"gitmail: {commit_guard.USAGE}\n")
