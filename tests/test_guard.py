@@ -20,9 +20,13 @@ from gitmail.values.names import RepoName
 from tests.conftest import RepoFactory, run_gitmail
 from tests.hooked import Session as Hooked
 
+SESSION_VARIABLES = ("CLAUDE_CODE_SESSION_ID", "CODEX_THREAD_ID", "CODEX_SESSION_ID")
+
 
 def git(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    """git as a person runs it (a suite run from inside a host's session is not that session), or with `env`."""
+    inherited = {k: v for k, v in os.environ.items() if k not in SESSION_VARIABLES}
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env={**inherited, **(env or {})})
 
 
 def commit(cwd: Path, *paths: str, session: str | None = None, extra: tuple[str, ...] = ()) -> tuple[int, str]:
@@ -34,7 +38,6 @@ def commit(cwd: Path, *paths: str, session: str | None = None, extra: tuple[str,
             handle.write("changed\n")
         assert git("add", "--", path, cwd=cwd).returncode == 0
     env = {"CLAUDE_CODE_SESSION_ID": session} if session else {}
-    os.environ.pop("CLAUDE_CODE_SESSION_ID", None)
     done = git("commit", "-q", "-m", "change", *extra, cwd=cwd, env=env)
     return done.returncode, done.stderr
 
