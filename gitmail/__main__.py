@@ -11,6 +11,10 @@ def main() -> int:
         from gitmail.hooks import main as hook_main
 
         return hook_main(args[1:])
+    if args[:1] == ["guard"]:  # the commit guard's pre-commit hook
+        from gitmail.commit_guard import main as guard_main
+
+        return guard_main(args[1:])
     if args[:1] == ["sync"]:
         from gitmail.cli.sync import main as sync_main
 

@@ -55,7 +55,7 @@ def before_commit(store: Store, actor: Actor, staged: Sequence[str]) -> CommitVe
     any; a session's commit is refused, a person's warned."""
     if not store.exists():
         return CommitVerdict(None, None)
-    verdict = _verdict(store, actor, list(staged), what="commit")
+    verdict = _verdict(store, actor, list(staged), what="commit", every=True)
     if verdict.deny is None:
         return CommitVerdict(None, None)
     if actor.session is None:
@@ -63,7 +63,9 @@ def before_commit(store: Store, actor: Actor, staged: Sequence[str]) -> CommitVe
     return CommitVerdict(verdict.deny, None)
 
 
-def _verdict(store: Store, actor: Actor, paths: Sequence[str], *, what: str) -> Verdict:
+def _verdict(store: Store, actor: Actor, paths: Sequence[str], *, what: str, every: bool = False) -> Verdict:
+    """What another holder's leases say of writing these paths: the first denial (`every`: one line for each path
+    denied), or else one line naming the shared leases' holders."""
     if not paths:
         return ALLOWED
     case_free = folded(actor.place)
@@ -74,14 +76,19 @@ def _verdict(store: Store, actor: Actor, paths: Sequence[str], *, what: str) -> 
         for s in leasing.standing(store, actor.repo)
         if s.held and not (s.lease.holder == me and (s.lease.machine is None or s.lease.machine.id == here))
     ]
-    told = []
+    told, denied = [], []
     for path in paths:
         for lease in others:
             if not any(leases.overlap(pattern, path, folded=case_free) for pattern in lease.paths):
                 continue
             if lease.exclusive:
-                return Verdict(deny=render.lease_refusal(path, lease, card=_card(store, lease)))
+                denied.append(render.lease_refusal(path, lease, card=_card(store, lease)))
+                break
             told.append(f"{render.quote(path)} is leased shared by {render.quote(render.lease_holder(lease))}")
+        if denied and not every:
+            break
+    if denied:
+        return Verdict(deny="\n".join(denied))
     if not told:
         return ALLOWED
     return Verdict(told="gitmail: " + "; ".join(dict.fromkeys(told)) + f" (your {what} goes on; tell them).")

@@ -57,6 +57,8 @@ LEASE_ROWS = {
     "leases: gitmail send",
     "leases: gitmail lease (and release, untimed)",
     "leases: 8 processes racing for one path",
+    "leases: pre-commit guard, no lease in the repository",
+    "leases: pre-commit guard, 20 leases of another session, none staged",
 }
 FROM_AFAR = "signing: session start, 20 pending from another machine"
 SIGNING_ROWS = {

@@ -31,7 +31,15 @@ LAYERS = [
     ["gitmail.sync.remotestate", "gitmail.sync.reconcile", "gitmail.sync.engine", "gitmail.render"],
     ["gitmail.delivery", "gitmail.waking", "gitmail.guarding"],
     ["gitmail.actions"],
-    ["gitmail.hooks", "gitmail.starts", "gitmail.mcp", "gitmail.web", "gitmail.install", "gitmail.doctor"],
+    [
+        "gitmail.hooks",
+        "gitmail.commit_guard",
+        "gitmail.starts",
+        "gitmail.mcp",
+        "gitmail.web",
+        "gitmail.install",
+        "gitmail.doctor",
+    ],
     ["gitmail.cli"],
     ["gitmail.__main__"],
 ]

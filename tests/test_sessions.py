@@ -21,6 +21,8 @@ from gitmail.workspace import Actor, place
 from tests.conftest import RepoFactory, run_gitmail
 from tests.hooked import Session
 
+HOST_PROCESS = sessions.host_process  # before the autouse fixture stands the test process in for it
+
 GIT_ID = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
 
 
@@ -448,3 +450,16 @@ def test_mail_to_a_linked_worktrees_folder_name_is_refused_naming_the_repository
     assert sorted(p.ref for p in box.refs("refs/gitmail/")) == before
     reached = run_gitmail("send", "--from", "web", "--to", "api#brave-otter", "-s", "for the otter", cwd=api.parent)
     assert reached.returncode == 0 and reached.stdout.strip() in there("tool")
+
+
+@pytest.mark.parametrize(("sandboxed", "found"), [(True, None), (False, (1, 77))])
+def test_a_sandboxed_command_does_not_take_its_sandbox_for_its_host(
+    monkeypatch: pytest.MonkeyPatch, sandboxed: bool, found: tuple[int, int] | None
+) -> None:
+    """Codex runs a session's commands in a pid namespace of their own, where its sandbox is pid 1: a `gitmail`
+    command there that records its session's host would record a process nobody outside can find, and the
+    session (and its leases) would be taken for ended. Outside a sandbox, a host at pid 1 (a container's) is one."""
+    monkeypatch.setattr(os, "getppid", lambda: 1)
+    monkeypatch.setattr(processes, "stat", lambda pid: processes.Stat("codex", "S", 0, 77))
+    monkeypatch.setattr(processes, "sandboxed", lambda: sandboxed)
+    assert HOST_PROCESS() == found

@@ -231,8 +231,6 @@ def _handle(box: Store, actor: Actor) -> str:
 def before_edit(box: Store, actor: Actor, tool: str, arguments: Mapping[str, Any], cwd: str) -> guarding.Verdict:
     """Whether a session's tool call may write what it names (guarding.py decides). A repository whose lease
     index hook.sh has not been given yet gets one, so that its next edits start no Python."""
-    from pathlib import Path
-
     from gitmail.store import lease_refs
 
     if box.exists() and not Path(lease_refs.index_path(box, actor.repo)).exists():
@@ -241,7 +239,15 @@ def before_edit(box: Store, actor: Actor, tool: str, arguments: Mapping[str, Any
 
 
 def before_commit(box: Store, actor: Actor, staged: Sequence[str]) -> guarding.CommitVerdict:
-    """Whether a commit of these staged paths may go on (guarding.py decides)."""
+    """Whether a commit of these staged paths may go on (guarding.py decides). The lease index guard.sh reads is
+    written when there is none, and rewritten when it lists a lease that no longer stands, so that the next commit
+    where nobody else holds a lease starts no Python."""
+    from gitmail.store import lease_refs
+
+    if box.exists():
+        states = leasing.standing(box, actor.repo)
+        if not Path(lease_refs.index_path(box, actor.repo)).exists() or not all(s.held for s in states):
+            lease_refs.write_index(box, actor.repo, [s.lease for s in states if s.held])
     return guarding.before_commit(box, actor, staged)
 
 

@@ -118,6 +118,14 @@ McpOption = Annotated[
     bool,
     typer.Option("--mcp", help="The MCP server instead of the hook (Claude Code: ~/.claude.json; Codex: config.toml)."),
 ]
+GuardOption = Annotated[
+    bool,
+    typer.Option(
+        "--guard",
+        help="The commit guard instead, in this repository: a pre-commit hook that refuses a session's commit of "
+        "files another session leased (the repository's own pre-commit hook still runs first).",
+    ),
+]
 
 
 @app.command()
@@ -128,13 +136,16 @@ def install(
     no_trust: NoTrustOption = False,
     moments: MomentsOption = "start,tool,prompt,stop,wake,end,edit",
     mcp: McpOption = False,
+    guard: GuardOption = False,
 ) -> None:
     """Install the hooks that deliver mail into sessions, for Claude Code and/or Codex (default: whichever is found
     on this machine), at every moment the host offers (--moments to choose); with --mcp, register the MCP server
-    instead. Running it again changes nothing."""
+    instead; with --guard, the commit guard in this repository. Running it again changes nothing."""
     from gitmail.install import codex_hooks, host_hooks
     from gitmail.install.hook_commands import parse_moments
 
+    if guard:
+        return _guard(install=True, dry_run=dry_run, alone=not (claude or codex or mcp))
     chosen = parse_moments(moments)
     home = Path.home()
     hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or host_hooks.detect(home)
@@ -154,18 +165,40 @@ def install(
 
 @app.command()
 def uninstall(
-    claude: ClaudeOption = False, codex: CodexOption = False, dry_run: DryRunOption = False, mcp: McpOption = False
+    claude: ClaudeOption = False,
+    codex: CodexOption = False,
+    dry_run: DryRunOption = False,
+    mcp: McpOption = False,
+    guard: GuardOption = False,
 ) -> None:
     """Remove exactly what `gitmail install` added (default: from both hosts); with --mcp, the MCP server
-    registration `gitmail install --mcp` added."""
+    registration `gitmail install --mcp` added; with --guard, the commit guard of this repository (the pre-commit
+    hook that was there before is put back as it was)."""
     from gitmail.install import host_hooks
 
+    if guard:
+        return _guard(install=False, dry_run=dry_run, alone=not (claude or codex or mcp))
     hosts = [h for h, chosen in (("claude", claude), ("codex", codex)) if chosen] or list(host_hooks.HOSTS)
     if mcp:
         from gitmail.install import mcp_registration
 
         return _carry_out(mcp_registration.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
     _carry_out(host_hooks.plan(home=Path.home(), hosts=hosts, install=False), dry_run)
+
+
+def _guard(*, install: bool, dry_run: bool, alone: bool) -> None:
+    from gitmail.install import guard_hook
+
+    if not alone:
+        raise UsageError("--guard is installed on its own, in a repository: leave out --claude, --codex and --mcp")
+    here = place(current_directory())
+    if here is None:
+        raise UsageError("the commit guard goes into a git repository: run this inside one")
+    lines = (guard_hook.install if install else guard_hook.uninstall)(here.top, dry_run=dry_run)
+    for line in lines:
+        say(f"would do: {line}" if dry_run else line)
+    if not lines:
+        say("nothing to change")
 
 
 def _carry_out(plan: Plan, dry_run: bool) -> None:

@@ -72,6 +72,13 @@ def confined(pid: int) -> bool:
         return True
 
 
+def sandboxed() -> bool:
+    """Whether this process runs confined, as a command in a host's sandbox does (it may not gain privileges, or runs
+    under a seccomp filter). Codex's sandbox also gives it a pid namespace of its own, in which its host is pid 1."""
+    mine = _status("self")
+    return any(mine.get(field, "0") != "0" for field in ("NoNewPrivs", "Seccomp"))
+
+
 def started(ticks: int) -> float:
     """A start in clock ticks since boot, as time.time() seconds."""
     return _boot_time() + ticks / os.sysconf("SC_CLK_TCK")

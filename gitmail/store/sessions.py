@@ -323,14 +323,16 @@ def _info(mailbox: Path, name: str, repo: str | None = None) -> Info | None:
 
 def host_process() -> tuple[int, int] | None:
     """The host program this process runs under: the first ancestor that is not a shell (or Python: a hook is
-    Python started by hook.sh, started by the host's shell), with its start time; None without /proc."""
+    Python started by hook.sh, started by the host's shell), with its start time; None without /proc, and for pid 1
+    seen from a sandbox (Codex runs commands in a pid namespace of their own, where its sandbox is pid 1: outside,
+    pid 1 is another process; the host's next hook, run outside, records the host)."""
     pid = os.getppid()
     for _ in range(5):
         found = processes.stat(pid)
         if found is None:
             return None
         if found.comm not in SHELLS and not found.comm.startswith("python"):
-            return pid, found.ticks
+            return None if pid == 1 and processes.sandboxed() else (pid, found.ticks)
         pid = found.parent
     return None
 

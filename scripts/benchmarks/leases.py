@@ -1,7 +1,9 @@
 """The leases group: the PreToolUse hook as installed (hook.sh, then Python only where an edit may touch another
 session's lease) before an edit in a repository with no lease, with 20 leases none of which covers the file, and of
-a leased file (denied); `gitmail lease` beside `gitmail send`; all in one interleaved run with `python3 -c pass`.
-Then eight processes racing for one path, once: exactly one may hold it."""
+a leased file (denied); the pre-commit guard (`gitmail install --guard`) of a session's commit in a repository with
+no lease and with 20 leases of another session none of which covers the staged file; `gitmail lease` beside
+`gitmail send`; all in one interleaved run with `python3 -c pass`. Then eight processes racing for one path, once:
+exactly one may hold it."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ ROWS = (
     "leases: gitmail send",
     "leases: gitmail lease (and release, untimed)",
     "leases: 8 processes racing for one path",
+    "leases: pre-commit guard, no lease in the repository",
+    "leases: pre-commit guard, 20 leases of another session, none staged",
 )
 LEASED = 20
 
@@ -79,6 +83,7 @@ def measure_leases(box: Sandbox, settings: Settings) -> list[Row]:
     reviser = {**env, "CLAUDE_CODE_SESSION_ID": "bench-reviser"}
     timed(edit, cwd=quiet, env=editor, stdin=edit_payload(quiet, "bench-editor", "src/new.py"))  # writes the index
     leased_here = {**env, "CLAUDE_CODE_SESSION_ID": "bench-leaser"}
+    quiet_guard, busy_guard = _guarded(quiet, env, editor), _guarded(busy, env, reviser)
     before = pending_refs(box, 0)
 
     def release() -> None:
@@ -91,13 +96,28 @@ def measure_leases(box: Sandbox, settings: Settings) -> list[Row]:
         Moment(ROWS[3], edit, busy, reviser, edit_payload(busy, "bench-reviser", "src/module7.py"), check=check_denied),
         Moment(ROWS[4], [*gitmail_command(), *SEND_ARGS], box.repo("api"), env),
         Moment(ROWS[5], [*gitmail_command(), "lease", "src/module1.py"], quiet, leased_here, after=release),
+        Moment(ROWS[7], quiet_guard, quiet, editor),
+        Moment(ROWS[8], busy_guard, busy, reviser),
     ]
     rows = interleaved(moments, settings.runs)
     remove_sent(box, 0, before, settings.runs + WARMUPS, "send")
-    for row in rows[1:4]:
+    for row in [*rows[1:4], *rows[6:]]:
         row.note = times(row, rows[0], "python3 -c pass")
     rows[5].note = times(rows[5], rows[4], "gitmail send")
-    return [*rows, _race(box, quiet, env)]
+    return [*rows[:6], _race(box, quiet, env), *rows[6:]]
+
+
+def _guarded(repo: Path, env: dict[str, str], committer: dict[str, str]) -> list[str]:
+    """The pre-commit hook `gitmail install --guard` puts in the repository, with a file staged that no lease covers;
+    checked once to let the commit through in silence."""
+    run([*gitmail_command(), "install", "--guard"], cwd=repo, env=env)
+    (repo / "src" / "other.py").write_text("x\n")
+    run(["git", "add", "src/other.py"], cwd=repo, env=env)
+    hook = [str(repo / ".git" / "hooks" / "pre-commit")]
+    done = subprocess.run(hook, cwd=repo, env=committer, capture_output=True)
+    if done.returncode != 0 or done.stdout or done.stderr:
+        raise BenchError(f"the guard did not let the commit through in silence: {done.returncode} {done.stderr!r}")
+    return hook
 
 
 def _race(box: Sandbox, repo: Path, env: dict[str, str]) -> Row:

@@ -104,7 +104,8 @@ class Shell:
 class Call:
     """Call the host's tool `tool` with these arguments, then, once its result comes back, answer `then` (or take
     it as the next step: a call that needs another first). An MCP server's tool is `mcp__SERVER__TOOL`, which Codex
-    declares inside a namespace of the server's and Claude Code by that very name."""
+    declares inside a namespace of the server's and Claude Code by that very name; a freeform tool (Codex's
+    apply_patch, for models it offers it to) takes its text as `{"input": TEXT}`."""
 
     tool: str
     arguments: dict[str, Any] | Callable[[Request], dict[str, Any]]  # or made from the request (a tool's result)
@@ -284,6 +285,14 @@ def _openai_events(stub: Stub, request: Request, text: str, call: ToolCall | Non
             "role": "assistant",
             "id": stub.next_id("msg"),
             "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+    elif (request.tool(call[0]) or {}).get("type") == "custom":  # a freeform tool (Codex's apply_patch): its text
+        item = {
+            "type": "custom_tool_call",
+            "id": stub.next_id("ctc"),
+            "call_id": stub.next_id("call"),
+            "name": call[0],
+            "input": str(call[1].get("input", "")),
         }
     else:
         namespace, name = _namespaced(request, call[0])
