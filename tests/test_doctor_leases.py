@@ -4,6 +4,7 @@ named, and `--repair` ends them; whether the commit guard is installed in this r
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -73,9 +74,14 @@ def test_whether_the_commit_guard_is_installed_where_leases_are_held(
             cwd=api, capture_output=True, text=True, check=True,
         ).stdout.strip()
     )  # fmt: skip
-    hooks.mkdir(exist_ok=True)
-    (hooks / "pre-commit").write_text('#!/bin/sh\nexec gitmail guard pre-commit "$@"\n')
+    assert cli("install", "--guard", cwd=api).code == 0
     found = cli("doctor", cwd=api)
     assert (
         f"ok        guard: the commit guard is installed in this repository ({hooks / 'pre-commit'})"
+    ) in found.out.splitlines()
+    (hooks / "pre-commit").write_text((hooks / "pre-commit").read_text().replace(sys.executable, "/old/python"))
+    found = cli("doctor", cwd=api)
+    assert (
+        f"note      guard: the commit guard in this repository ({hooks / 'pre-commit'}) runs another gitmail than "
+        "this one -- gitmail install --guard"
     ) in found.out.splitlines()

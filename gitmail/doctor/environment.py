@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -19,7 +18,6 @@ from gitmail.values.names import RepoName, name_problem
 from gitmail.workspace import Place
 
 RENAME = "rename the folder, or choose a name with `git config gitmail.name NAME` in the repository"
-GUARD_MARK = "gitmail guard"  # what the commit guard's pre-commit hook runs
 
 
 class Here(NamedTuple):
@@ -273,40 +271,24 @@ def end_lapsed(store: Store) -> list[str]:
 
 
 def guard(store: Store, here: Place | None) -> list[Finding]:
-    """Whether the commit guard is installed in this repository: told when it is, and when it is not while leases
-    are held here (a session's commit could then take a leased file)."""
+    """Whether the commit guard is installed in this repository: told when it is (and when it is an older one than
+    this gitmail installs), and when it is not while leases are held here (a session's commit could then take a
+    leased file)."""
     if here is None:
         return []
-    hook = _pre_commit(here.top)
-    if hook is not None and GUARD_MARK in _head(hook):
-        return [Finding("guard", Level.OK, f"the commit guard is installed in this repository ({hook})")]
+    from gitmail.install.guard_hook import guard_status
+
+    status = guard_status(here.top)
+    if status.installed and status.current:
+        return [Finding("guard", Level.OK, f"the commit guard is installed in this repository ({status.hook})")]
+    if status.installed:
+        text = f"the commit guard in this repository ({status.hook}) runs another gitmail than this one"
+        return [Finding("guard", Level.NOTE, text, "gitmail install --guard")]
     from gitmail.mailbox import leasing
 
     if name_problem(here.name) or not any(s.held for s in leasing.standing(store, RepoName(here.name))):
         return []
     text = "leases are held in this repository, but the commit guard is not installed: a session's commit may take "
+    if status.problem is not None:
+        return [Finding("guard", Level.NOTE, f"{text}a file another session leased ({status.problem})")]
     return [Finding("guard", Level.NOTE, text + "a file another session leased", "gitmail install --guard")]
-
-
-def _pre_commit(top: Path) -> Path | None:
-    """The pre-commit hook git runs in this work tree (where `git rev-parse --git-path hooks` says)."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(top), "rev-parse", "--path-format=absolute", "--git-path", "hooks"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    folder = done.stdout.strip()
-    return Path(folder) / "pre-commit" if done.returncode == 0 and folder else None
-
-
-def _head(path: Path) -> str:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(64 * 1024).decode(errors="replace")
-    except OSError:
-        return ""

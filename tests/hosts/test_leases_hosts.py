@@ -75,6 +75,7 @@ def test_claude_code_write_and_edit_of_a_file_another_session_leased_are_denied(
         own = holder.prompt("Now rewrite it yourself.")
         assert "hook error" not in own.requests[2].tool_result, own.requests[2].tool_result
         assert orders.read_text() == "mine\n"
+    assert world.gitmail_processes() == [], "a gitmail process outlived its session"
 
 
 def test_codex_apply_patch_and_shell_write_of_a_file_another_session_leased_are_denied(world: World) -> None:
