@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,9 +41,7 @@ def test_a_repository_cannot_be_called_the_person(cli: CliRunner, repos: RepoFac
     one_line_error(result, 2, "names starting with '@' are reserved (@user is the person's address")
 
 
-def test_a_session_cannot_speak_as_the_person(
-    cli: CliRunner, api: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_session_cannot_speak_as_the_person(cli: CliRunner, api: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     in_session(monkeypatch)
     one_line_error(cli("send", "--to", "web", "-s", "x", "--from", "@user", cwd=api), 2, "cannot act as the person")
     one_line_error(cli("send", "--to", "web", "-s", "x", "--from", "@bob", cwd=api), 2, "reserved")
@@ -83,3 +82,54 @@ def test_every_framing_says_how_to_reach_the_person(cli: CliRunner, api: Path, w
     send(cli, web, "--to", "api", "-s", "hello")
     shown = cli("inbox", cwd=api).out
     assert "To reach the user (a decision you wait on), send to `@user`" in shown
+
+
+def at_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+
+
+def test_outside_any_repository_the_inbox_is_the_persons(cli: CliRunner, api: Path, tmp_path: Path) -> None:
+    message_id = send(cli, api, "--to", "@user", "-s", "Which database?")
+    outside = tmp_path / "desk"
+    outside.mkdir()
+    shown = cli("inbox", cwd=outside)
+    assert shown.code == 0 and message_id in shown.out and '"Which database?"' in shown.out
+    assert cli("inbox", "--repo", "@user", cwd=api).out == shown.out
+
+
+def test_a_terminal_read_counts_for_the_person(
+    cli: CliRunner, api: Path, web: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = send(cli, web, "--to", "api", "-s", "first")
+    assert "left pending" in cli("done", "--all", cwd=api).err  # nobody was shown it yet
+    at_a_terminal(monkeypatch)
+    assert first in cli("inbox", cwd=api).out
+    later = send(cli, web, "--to", "api", "-s", "arrived after the reading")
+    done = cli("done", "--all", cwd=api)
+    assert done.code == 0, done
+    assert first in done.err and f"left pending {later}" in done.err
+    assert [e.message.id for e in mailbox.pending(Store(), repo="api").directed] == [later]
+
+
+def test_a_read_of_another_repo_or_by_a_script_does_not_count(
+    cli: CliRunner, api: Path, web: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message_id = send(cli, web, "--to", "api", "-s", "only for api")
+    cli("inbox", cwd=api)  # not a terminal: a script read it
+    at_a_terminal(monkeypatch)
+    cli("inbox", "--repo", "api", cwd=web)  # read from elsewhere
+    cli("inbox", "--json", cwd=api)
+    assert f"left pending {message_id}" in cli("done", "--all", cwd=api).err
+
+
+def test_the_person_marks_their_own_mail_done_after_reading_it(
+    cli: CliRunner, api: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message_id = send(cli, api, "--to", "@user", "-s", "FYI: deployed")
+    outside = tmp_path / "desk"
+    outside.mkdir()
+    at_a_terminal(monkeypatch)
+    cli("inbox", cwd=outside)
+    assert message_id in cli("done", "--all", "--repo", "@user", cwd=outside).err
+    assert not mailbox.pending(Store(), repo="@user").directed
+    assert "done" in cli("log", "--sent", cwd=api).out
