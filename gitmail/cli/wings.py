@@ -38,14 +38,18 @@ def view(
         ),
     ] = 0,
     no_open: Annotated[bool, typer.Option("--no-open", help="Only print the URL; do not open a browser.")] = False,
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Serve the page without its answers: nothing can be written.")
+    ] = False,
     export: Annotated[
         Path | None,
         typer.Option("--export", metavar="FILE.html", help="Write the view to one self-contained HTML file instead."),
     ] = None,
 ) -> None:
-    """Show the mailbox as a read-only web page on 127.0.0.1: the repos and what waits for each, conversations
-    drawn as threads, broadcasts and the repos they reached, search. Prints the page's URL (it carries an access
-    token) as the first line and serves until interrupted; new mail appears on the page as it arrives."""
+    """Show the mailbox as a web page on 127.0.0.1: your own inbox (mail to @user) first, the repos and what waits
+    for each, conversations drawn as threads, broadcasts and the repos they reached, search; reply, mark done,
+    reopen and write from it (unless --read-only). Prints the page's URL (it carries an access token) as the first
+    line and serves until interrupted; new mail appears on the page as it arrives."""
     web = extra("gitmail.web.httpd", "view", "gitmail view")
 
     box = open_mailbox()
@@ -55,9 +59,9 @@ def view(
         count = web.export(box, export)
         say(f"wrote {count} conversation{'' if count == 1 else 's'} to {export}")
         return
-    with web.Server(box, port=port) as server:
+    with web.Server(box, port=port, read_only=read_only) as server:
         print(server.url, flush=True)
-        say("serving the mailbox read-only on 127.0.0.1; stop with Ctrl-C")
+        say(f"serving the mailbox{' read-only' if read_only else ''} on 127.0.0.1; stop with Ctrl-C")
         web.stop_on_terminate()
         try:
             if not no_open and not web.open_browser(server.url):
