@@ -18,7 +18,6 @@ import secrets
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -211,9 +210,8 @@ def _back(given: str, message_id: str) -> str:
     return f"/thread/{message_id}#m-{message_id}"
 
 
-def origin_problem(headers: Mapping[str, str], host: str) -> str | None:
-    """Why a POST's origin is not this page's, or None."""
-    origin = headers.get("Origin")
+def origin_problem(origin: str | None, host: str) -> str | None:
+    """Why a POST's `Origin` is not this page's, or None."""
     if origin is None:
         return "A form is accepted only from this page (the request names no Origin)."
     if origin != f"http://{host}":

@@ -340,7 +340,7 @@ class _Handler(BaseHTTPRequestHandler):
         if url.path not in answering.PATHS:
             raise _Response(HTTPStatus.METHOD_NOT_ALLOWED, "Only GET, HEAD here.", {"Allow": "GET, HEAD"})
         self._authorise(url.path, {})
-        problem = answering.origin_problem(self.headers, view.host)
+        problem = answering.origin_problem(self.headers.get("Origin"), view.host)
         if problem:
             raise _Response(HTTPStatus.FORBIDDEN, problem)
         length = self.headers.get("Content-Length", "")
