@@ -200,7 +200,7 @@ def test_a_multipart_reply_carries_attachments_within_the_caps(page: Page, box: 
     parts = [
         ("token", None, page.token().encode()),
         ("id", None, asked.message.id.encode()),
-        ("body", None, "Here.".encode()),
+        ("body", None, b"Here."),
         ("attach", "../../etc/build log.txt", b"line 1\n"),
     ]
     data = b""
