@@ -49,7 +49,7 @@ class Page:
         assert status == 200
         found = TOKEN.findall(text)
         assert found, "the page offers no form"
-        return found[0]
+        return str(found[0])
 
     def post(self, path: str, fields: dict[str, str], **headers: str | None) -> tuple[int, dict[str, str], str]:
         fields = {"token": self.token(), **fields}
