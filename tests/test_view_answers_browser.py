@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 HOSTILE_CARD = "<img src=y onerror=alert(3)>"
 
 
-def watched(page: Page) -> list[str]:
+def watched(tab: Page) -> list[str]:
     """What went wrong on the page: script errors, console errors, and any dialog a hostile value opened."""
     problems: list[str] = []
 
@@ -38,16 +38,16 @@ def watched(page: Page) -> list[str]:
         problems.append(f"a dialog opened: {opened.message}")
         opened.dismiss()
 
-    page.on("dialog", dialog)
-    page.on("pageerror", lambda error: problems.append(str(error)))
-    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    tab.on("dialog", dialog)
+    tab.on("taberror", lambda error: problems.append(str(error)))
+    tab.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
     return problems
 
 
-def sent_id(page: Page) -> str:
-    page.wait_for_url(re.compile(r"/thread/[a-z0-9]{10}"))
-    found = re.search(r"/thread/([a-z0-9]{10})", page.url)
-    assert found, page.url
+def sent_id(tab: Page) -> str:
+    tab.wait_for_url(re.compile(r"/thread/[a-z0-9]{10}"))
+    found = re.search(r"/thread/([a-z0-9]{10})", tab.url)
+    assert found, tab.url
     return found[1]
 
 
