@@ -39,7 +39,7 @@ def watched(tab: Page) -> list[str]:
         opened.dismiss()
 
     tab.on("dialog", dialog)
-    tab.on("taberror", lambda error: problems.append(str(error)))
+    tab.on("pageerror", lambda error: problems.append(str(error)))
     tab.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
     return problems
 
