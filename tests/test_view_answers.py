@@ -231,3 +231,31 @@ def test_a_reply_reaches_the_asking_session_and_compose_reaches_a_live_one(page:
     status, headers, _ = page.post("/act/compose", {"to": "api#builder", "subject": "One more thing"})
     assert status == 303
     assert mailbox.show(box, headers["location"].split("/")[2].split("#")[0]).message.to_session == answer.to_session
+
+
+def test_the_store_says_when_sessions_change_and_the_page_lists_them(page: Page, box: Store, api: Path) -> None:
+    from gitmail.store import changes
+
+    box.create()
+    before = changes.change_token(box)
+    session = Session(api, "33333333-cccc")
+    session("session-start")
+    assert session.gitmail("session", "--name", "front", "--card", "the login page").returncode == 0
+    assert session.gitmail("lease", "src/login.py").returncode == 0
+    assert changes.change_token(box) != before
+    overview = page.request("GET", "/")[2]
+    assert "api#front" in overview and "the login page" in overview and "leases src/login.py" in overview
+    assert 'href="/?to=api%23front#compose"' in overview  # a way to write to it
+    assert 'value="api#front"' in page.request("GET", "/?to=api%23front")[2]
+
+
+def test_each_message_says_where_it_stands_for_its_recipient(page: Page, box: Store) -> None:
+    from tests.reading import inbox as read_inbox
+
+    sent = mailbox.send(box, sender="api", to="web", subject="status", when=at(0))
+    assert "pending: not delivered yet" in page.request("GET", f"/thread/{sent.message.id}")[2]
+    read_inbox(box, repo="web")
+    answer = mailbox.reply(box, sender="web", to_id=sent.message.id, body="ok", when=at(2))
+    shown = page.request("GET", f"/thread/{sent.message.id}")[2]
+    assert re.search(r"<li>delivered \d\d-\d\d \d\d:\d\d to web \(", shown), shown
+    assert f"by web with {answer.message.id}</li>" in shown

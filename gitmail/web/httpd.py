@@ -468,7 +468,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "overview.html",
                 overview=pages.overview(snap, page=page),
                 person=pages.waiting(snap, repo=PERSON, limit=_ALL),
-                addresses=self._addresses(snap) if self.server.view.tokens is not None else (),
+                sessions=(here := actions.sessions_here(snap.store, None, all_repos=True) if snap.exists else []),
+                addresses=self._addresses(snap, here) if self.server.view.tokens is not None else (),
                 to=query.get("to", [""])[-1],
                 back=path,
             )
@@ -500,10 +501,10 @@ class _Handler(BaseHTTPRequestHandler):
             conversations=pages.conversations(snap, repo=name, page=page),
         )
 
-    def _addresses(self, snap: Snapshot) -> list[str]:
+    def _addresses(self, snap: Snapshot, sessions: list[actions.SessionView]) -> list[str]:
         """Whom the compose form offers: every repository, then each live session by its address."""
         names = [str(r.name) for r in pages.repos(snap) if not r.name.is_person]
-        live = [v.address for v in actions.sessions_here(snap.store, None, all_repos=True) if v.info.state != "ended"]
+        live = [v.address for v in sessions if v.info.state != "ended"]
         # A name holding an invisible or control character is not offered (the list would show it as it is, not
         # as the escape every other place shows); it can still be typed.
         return [a for a in [*names, *sorted(set(live))] if escaped(a) == a]
