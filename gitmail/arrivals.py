@@ -30,6 +30,11 @@ def prepare_starts(store: Store, repos: Iterable[str] | None) -> None:
         problem(store.path, f"could not start preparing session-start answers: {error}")
 
 
+def detached(store: Store, code: list[str]) -> None:
+    """Run `python -c CODE ARGS...` detached: its own session, no terminal, never waited for."""
+    _detached(store, code)
+
+
 def _detached(store: Store, code: list[str]) -> None:
     os.posix_spawn(
         sys.executable,

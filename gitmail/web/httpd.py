@@ -249,7 +249,23 @@ class Server:
             return self.snapshot
 
     def serve_forever(self) -> None:
-        self.httpd.serve_forever(poll_interval=0.2)
+        self._announce(True)
+        try:
+            self.httpd.serve_forever(poll_interval=0.2)
+        finally:
+            self._announce(False)
+
+    def _announce(self, serving: bool) -> None:
+        """Say where the page is (without its token) in gitmail/view while it serves, for notifications' links."""
+        path = self.store.path / "gitmail" / "view"
+        base = f"http://{self.host}"
+        try:
+            if serving and self.store.exists():
+                write_atomically(path, (base + "\n").encode(), durable=False)
+            elif not serving and path.read_text().strip() == base:
+                path.unlink()
+        except (OSError, GitmailError):
+            pass  # only a notification's link is lost
 
     def close(self) -> None:
         self.httpd.shutdown()
