@@ -44,7 +44,7 @@ from gitmail.values.names import PERSON, RepoName, name_problem
 from gitmail.web import answering, pages, snapshot
 from gitmail.web.snapshot import Snapshot
 
-POLL_SECONDS = 2  # how often an open page asks whether the mailbox changed
+POLL_SECONDS = 1  # how often an open page asks whether the mailbox changed (a stat of the ref files: cheap)
 IDLE_SECONDS = 30.0  # how long a connection may wait to send its request (or the rest of it) before it is closed
 _ALL = 1_000_000  # "no limit" for lists shown whole (a repo's waiting mail, the export's)
 _STATIC = {
