@@ -133,3 +133,16 @@ def test_the_person_marks_their_own_mail_done_after_reading_it(
     assert message_id in cli("done", "--all", "--repo", "@user", cwd=outside).err
     assert not mailbox.pending(Store(), repo="@user").directed
     assert "done" in cli("log", "--sent", cwd=api).out
+
+
+def test_a_session_in_a_folder_called_like_the_person_gets_no_mail_of_theirs(
+    cli: CliRunner, repos: RepoFactory, api: Path, box: Store
+) -> None:
+    from tests.hooked import Session
+
+    send(cli, api, "--to", "@user", "-s", "for the person only")
+    box.create()
+    impostor = Session(repos("@user"), "55555555-eeee")
+    assert "for the person only" not in impostor("session-start")
+    assert "for the person only" not in impostor("prompt")
+    assert mailbox.pending(box, repo="@user").directed  # still the person's, unread
