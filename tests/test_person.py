@@ -94,6 +94,10 @@ def test_outside_any_repository_the_inbox_is_the_persons(cli: CliRunner, api: Pa
     outside.mkdir()
     shown = cli("inbox", cwd=outside)
     assert shown.code == 0 and message_id in shown.out and '"Which database?"' in shown.out
+    assert shown.err == (
+        "gitmail: note: this is your own inbox (@user): answer with `gitmail send --from @user --reply-to ID`, mark "
+        "done with `gitmail done --repo @user ID`, or do either from `gitmail view`\n"
+    )
     assert cli("inbox", "--repo", "@user", cwd=api).out == shown.out
 
 

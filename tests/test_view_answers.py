@@ -20,7 +20,7 @@ from gitmail.values.layout import State
 from gitmail.values.names import PERSON
 from gitmail.web import httpd as view
 from gitmail.web.answering import Tokens
-from tests.conftest import at, mailbox_snapshot
+from tests.conftest import CliRunner, at, mailbox_snapshot
 from tests.hooked import Session
 
 TOKEN = re.compile(r'name="token" value="([^"]+)"')
@@ -259,3 +259,11 @@ def test_each_message_says_where_it_stands_for_its_recipient(page: Page, box: St
     shown = page.request("GET", f"/thread/{sent.message.id}")[2]
     assert re.search(r"<li>delivered \d\d-\d\d \d\d:\d\d to web \(", shown), shown
     assert f"by web with {answer.message.id}</li>" in shown
+
+
+def test_inside_a_session_the_view_serves_only_read_only(
+    cli: CliRunner, box: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "66666666-ffff")
+    refused = cli("view", "--no-open")
+    assert refused.code == 2 and refused.err.startswith("gitmail: error: inside a session the view serves only")

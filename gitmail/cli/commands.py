@@ -158,6 +158,11 @@ def inbox(*, repo: str | None, json_output: bool, peek: bool) -> None:
         )
     elif shown.text:
         print(shown.text, end="")
+        if me.repo.is_person:  # the framing's commands are a session's: the person answers as @user
+            say(
+                f"note: this is your own inbox ({PERSON}): answer with `gitmail send --from {PERSON} --reply-to ID`, "
+                f"mark done with `gitmail done --repo {PERSON} ID`, or do either from `gitmail view`"
+            )
     else:
         say(f"no mail for {render.quote(me.repo)}")
         if shown.unrecorded:

@@ -16,7 +16,7 @@ from gitmail.edge import say
 from gitmail.errors import ExitCode, GitmailError, UsageError
 from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import Store
-from gitmail.workspace import current_directory, place
+from gitmail.workspace import current_directory, place, session_from_environment
 
 if TYPE_CHECKING:
     from gitmail.install.settings import Plan
@@ -52,6 +52,11 @@ def view(
     line and serves until interrupted; new mail appears on the page as it arrives."""
     web = extra("gitmail.web.httpd", "view", "gitmail view")
 
+    if not read_only and export is None and session_from_environment() is not None:
+        raise UsageError(
+            "inside a session the view serves only --read-only: a session cannot act as the person (run gitmail "
+            "view at your own terminal)"
+        )
     box = open_mailbox()
     if export is not None:
         if port:
