@@ -214,3 +214,24 @@ def test_a_desktop_notification_on_a_real_session_bus(api: Path, monkeypatch: py
     assert (app, title) == ("gitmail", "gitmail: api is waiting on you")
     assert body == "&lt;b&gt;Deploy?&lt;/b&gt;" and "secret" not in body
     assert hints["urgency"] == ("y", 2)
+
+
+def test_a_note_links_the_message_on_a_running_view(box: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitmail.web import httpd
+
+    monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
+    asked = mailbox.send(box, sender="api", to=PERSON, subject="q").message
+    server = httpd.Server(box)
+    runner = threading.Thread(target=server.serve_forever, daemon=True)
+    runner.start()
+    try:
+        end = time.monotonic() + 10
+        while not (box.path / "gitmail" / "view").exists() and time.monotonic() < end:
+            time.sleep(0.02)
+        [note] = notify.notify(box, [asked.id], channels=[])
+        assert note.link == f"http://{server.host}/thread/{asked.id}#m-{asked.id}"
+    finally:
+        server.close()
+        runner.join(timeout=10)
+    assert not (box.path / "gitmail" / "view").exists()  # gone with the server
+    assert notify.notify(box, [asked.id], channels=[])[0].link is None
