@@ -247,6 +247,9 @@ def test_the_store_says_when_sessions_change_and_the_page_lists_them(page: Page,
     assert "api#front" in overview and "the login page" in overview and "leases src/login.py" in overview
     assert 'href="/?to=api%23front#compose"' in overview  # a way to write to it
     assert 'value="api#front"' in page.request("GET", "/?to=api%23front")[2]
+    leased = overview.split('class="lease-list"')[1]
+    assert "<li>&#34;src/login.py&#34; · exclusive · held by &#34;api#front&#34; (&#34;front&#34;)" in leased
+    assert "src/login.py" in page.request("GET", "/repo/api")[2].split('class="lease-list"')[1]
 
 
 def test_each_message_says_where_it_stands_for_its_recipient(page: Page, box: Store) -> None:

@@ -36,6 +36,7 @@ import jinja2
 
 from gitmail import actions
 from gitmail.errors import GitmailError, NotFound, Unwritable, UsageError
+from gitmail.render import lease_line as line
 from gitmail.render import visible as escaped
 from gitmail.store.files import write_atomically
 from gitmail.store.repository import Store
@@ -487,6 +488,7 @@ class _Handler(BaseHTTPRequestHandler):
                 sessions=(here := actions.sessions_here(snap.store, None, all_repos=True) if snap.exists else []),
                 addresses=self._addresses(snap, here) if self.server.view.tokens is not None else (),
                 to=query.get("to", [""])[-1],
+                leases=[line(v) for v in actions.all_leases(snap.store)] if snap.exists else [],
                 back=path,
             )
         if path == "/broadcasts":
@@ -513,6 +515,7 @@ class _Handler(BaseHTTPRequestHandler):
             "repo.html",
             repo=known[name],
             sessions=actions.sessions_here(snap.store, RepoName(name)) if not name_problem(name) else None,
+            leases=[line(v) for v in actions.leases_here(snap.store, RepoName(name))] if not name_problem(name) else [],
             waiting=pages.waiting(snap, repo=name, limit=_ALL),
             conversations=pages.conversations(snap, repo=name, page=page),
         )
