@@ -18,7 +18,7 @@ from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import ROOT, Located, State
 from gitmail.values.mail import Entry, status
 from gitmail.values.message import Message
-from gitmail.values.names import RepoName
+from gitmail.values.names import PERSON, RepoName
 from gitmail.web.snapshot import Key, Node, Snapshot, by_time, entry_of
 
 PER_PAGE = 25
@@ -124,6 +124,7 @@ def repos(snap: Snapshot) -> list[Repo]:
         mine = waiting_for.get(repo, [])
         first = oldest.get(mine[0].oid) if mine else None
         unseen = sum(1 for b in active if b.sender != repo and repo not in reach.get(b.oid, frozenset()))
+        unseen = 0 if repo.is_person else unseen  # broadcasts are for the repositories' sessions
         found.append(Repo(repo, len(mine), first.message.date if first else None, unseen, claims.get(repo)))
     return found
 
@@ -293,7 +294,7 @@ def standing(entry: Entry) -> tuple[str, ...]:
         elif record.event in (receipts.DONE, receipts.REOPENED):
             lines.append(f"{record.event} {at} by {record.repo}")
     if not lines and entry.state is State.PENDING:
-        lines.append("pending: not delivered yet")
+        lines.append("pending: waiting for you" if entry.recipient == PERSON else "pending: not delivered yet")
     return tuple(lines)
 
 
