@@ -194,6 +194,26 @@ def test_a_read_only_view_offers_no_form_and_takes_none(box: Store) -> None:
         assert mailbox_snapshot(box.path) == before
 
 
+def multipart(parts: list[tuple[str, str | None, bytes]], boundary: str = "----gitmailtest") -> bytes:
+    data = b""
+    for name, filename, value in parts:
+        disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+        data += f"--{boundary}\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + value + b"\r\n"
+    return data + f"--{boundary}--\r\n".encode()
+
+
+def test_an_attachment_over_the_cap_is_refused_in_the_action_layers_words(page: Page, box: Store) -> None:
+    asked = mailbox.send(box, sender="api", to=PERSON, subject="Send the log?", when=at(0))
+    box.git("config", "gitmail.attachmentLimit", "1k")
+    before = mailbox_snapshot(box.path)
+    data = multipart([("token", None, page.token().encode()), ("id", None, asked.message.id.encode()),
+                      ("attach", "big.bin", b"x" * 1500)])  # fmt: skip
+    head = {"Origin": page.origin, "Content-Type": "multipart/form-data; boundary=----gitmailtest"}
+    status, _, text = page.request("POST", "/act/reply", data, head)
+    assert status == 400 and "may take at most 1.0 KiB together" in html.unescape(text), text
+    assert mailbox_snapshot(box.path) == before
+
+
 def test_a_multipart_reply_carries_attachments_within_the_caps(page: Page, box: Store) -> None:
     asked = mailbox.send(box, sender="api", to=PERSON, subject="Send the log?", when=at(0))
     boundary = "----gitmailtest"
