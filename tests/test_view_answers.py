@@ -290,3 +290,10 @@ def test_inside_a_session_the_view_serves_only_read_only(
     monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "66666666-ffff")
     refused = cli("view", "--no-open")
     assert refused.code == 2 and refused.err.startswith("gitmail: error: inside a session the view serves only")
+
+
+def test_what_the_action_layer_notes_is_shown_on_the_message_written(page: Page, box: Store) -> None:
+    status, headers, _ = page.post("/act/compose", {"to": "brand-new", "subject": "hello"})
+    assert status == 303
+    shown = html.unescape(page.request("GET", headers["location"].partition("#")[0])[2])
+    assert '<p class="notice">no repo named "brand-new" has used this mailbox yet; it gets the message' in shown

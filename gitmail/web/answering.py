@@ -25,12 +25,16 @@ from gitmail import actions
 from gitmail.errors import NotFound, UsageError
 from gitmail.store.repository import Store
 from gitmail.values.names import PERSON, RepoName
+from gitmail.values.phrase import spoken
 from gitmail.workspace import Actor
 
 EVERY_REPO = "*"  # the compose form's `to` for a broadcast
 FIELD_BYTES = 256 * 1024  # what a form's text fields may take together (a body is at most 64 KiB)
 KEPT_NONCES = 10_000  # spent nonces remembered (a resubmission after that many later forms is refused as stale)
 PATHS = ("/act/reply", "/act/done", "/act/reopen", "/act/compose")
+# The action layer's options as the page names them, in what its notes say.
+WORDS = {"to": "To", "subject": "Subject", "body": "Message", "urgency": "Urgency", "attach": "Attach",
+         "reply_to": "Reply", "or_repo": "or_repo"}  # fmt: skip
 
 
 class Refused(Exception):
@@ -144,9 +148,15 @@ def person() -> Actor:
     return Actor(RepoName(PERSON), None, "web")
 
 
-def act(store: Store, path: str, form: Form) -> str:
-    """Do what the form asks through the action layer; returns where the page goes next. The action layer's own
-    errors (a bad address, an unknown id, a body too large) pass through for the page to show."""
+class Done(NamedTuple):
+    location: str  # where the page goes next
+    message_id: str  # the message written, or acted on
+    notes: tuple[str, ...] = ()  # what the action layer says the person should know (a name no repository used yet)
+
+
+def act(store: Store, path: str, form: Form) -> Done:
+    """Do what the form asks through the action layer. The action layer's own errors (a bad address, an unknown id,
+    a body too large) pass through for the page to show."""
     if path == "/act/done" or path == "/act/reopen":
         message_id = form.get("id")
         entry = actions.show(store, None, message_id).entry
@@ -157,7 +167,7 @@ def act(store: Store, path: str, form: Form) -> str:
             actions.done(store, actor, ids=[entry.message.id])
         else:
             actions.reopen(store, actor, entry.message.id)
-        return _back(form.get("back"), entry.message.id)
+        return Done(_back(form.get("back"), entry.message.id), entry.message.id)
     if path == "/act/reply":
         sent = _send(store, form, reply_to=form.get("id") or None)
     elif path == "/act/compose":
@@ -167,7 +177,8 @@ def act(store: Store, path: str, form: Form) -> str:
         sent = _send(store, form, to=None if to == EVERY_REPO else to, broadcast=to == EVERY_REPO)
     else:
         raise NotFound(f"nothing at {path}")
-    return f"/thread/{sent.entry.message.id}#m-{sent.entry.message.id}"
+    written = sent.entry.message.id
+    return Done(f"/thread/{written}#m-{written}", written, tuple(spoken(n, WORDS) for n in sent.notes))
 
 
 def _send(store: Store, form: Form, **where: object) -> actions.Sent:

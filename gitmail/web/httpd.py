@@ -228,6 +228,7 @@ class Server:
             environment().get_template(name)  # compiled now for the same reason
         self.secret = secrets.token_urlsafe(32)
         self.tokens = None if read_only else answering.Tokens(self.secret)
+        self.notes: dict[str, tuple[str, ...]] = {}  # what the action layer said of a message the page wrote
         self._refreshing = threading.Lock()
         try:
             self.httpd = _HTTPServer(("127.0.0.1", port), _Handler)
@@ -255,6 +256,13 @@ class Server:
             self.httpd.serve_forever(poll_interval=0.2)
         finally:
             self._announce(False)
+
+    def told(self, message_id: str, notes: tuple[str, ...]) -> None:
+        """Keep what the action layer said of a write, for the message's page (the last 100 writes)."""
+        if notes:
+            self.notes[message_id] = notes
+            while len(self.notes) > 100:
+                self.notes.pop(next(iter(self.notes)))
 
     def _announce(self, serving: bool) -> None:
         """Say where the page is (without its token) in gitmail/view while it serves, for notifications' links."""
@@ -373,7 +381,7 @@ class _Handler(BaseHTTPRequestHandler):
         except answering.Refused as refused:
             raise _Response(HTTPStatus(refused.status), refused.text) from None
         try:
-            location = answering.act(view.store, url.path, form)
+            done = answering.act(view.store, url.path, form)
         except NotFound as error:
             view.tokens.release(nonce)
             raise _Response(HTTPStatus.NOT_FOUND, str(error)) from None
@@ -383,8 +391,9 @@ class _Handler(BaseHTTPRequestHandler):
         except BaseException:
             view.tokens.release(nonce)
             raise
-        view.tokens.answered(nonce, location.partition("#")[0])
-        return HTTPStatus.SEE_OTHER, "text/html; charset=utf-8", b"", {"Location": location}
+        view.tokens.answered(nonce, done.location.partition("#")[0])
+        view.told(done.message_id, done.notes)
+        return HTTPStatus.SEE_OTHER, "text/html; charset=utf-8", b"", {"Location": done.location}
 
     def __getattr__(self, name: str) -> Any:
         # http.server looks up `do_<METHOD>` for each request: every other method is refused the same way.
@@ -504,7 +513,8 @@ class _Handler(BaseHTTPRequestHandler):
         except UnicodeDecodeError:
             raise NotFound(f"nothing at {path}") from None
         if parts[1] == "thread":
-            return show("thread.html", thread=pages.thread(snap, name), focus=name, back=path)
+            notes = self.server.view.notes.get(name, ())
+            return show("thread.html", thread=pages.thread(snap, name), focus=name, back=path, notes=notes)
         if parts[1] == "message":
             item, replies = pages.message(snap, name)
             return show("message.html", item=item, replies=replies, back=path)
