@@ -33,7 +33,6 @@ from gitmail.values.names import PERSON
 CAP = 10  # notifications at most ...
 WINDOW = 300.0  # ... per this many seconds, every channel together
 PUSH_TIMEOUT = 5.0  # seconds a push may take
-NOTIFIER = "import sys; from gitmail.notify import main; sys.exit(main(sys.argv[1:]))"
 _SENT = "notified"  # gitmail/notified: when each of the last notifications went out, one time a line
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
@@ -48,14 +47,10 @@ def wanted(message: Message) -> bool:
 def after_write(store: Store, entries: Iterable[Entry]) -> None:
     """Start the notifier, detached, for the messages just written that may need the person; never fails."""
     ids = [e.message.id for e in entries if wanted(e.message)]
-    if not ids:
-        return
-    try:
-        from gitmail.arrivals import detached
+    if ids:
+        from gitmail.arrivals import notify_person
 
-        detached(store, [NOTIFIER, str(store.path), *ids])
-    except Exception as error:  # a notification is a courtesy: the mail is written and waits anyway
-        problem(store.path, f"could not start the notifier: {error}")
+        notify_person(store, ids)
 
 
 class Settings(NamedTuple):

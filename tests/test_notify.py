@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -235,3 +236,18 @@ def test_a_note_links_the_message_on_a_running_view(box: Store, monkeypatch: pyt
         runner.join(timeout=10)
     assert not (box.path / "gitmail" / "view").exists()  # gone with the server
     assert notify.notify(box, [asked.id], channels=[])[0].link is None
+
+
+def test_mail_for_the_person_that_a_sync_brings_in_is_notified_too(receiver: Receiver, tmp_path: Path) -> None:
+    from tests.syncing import as_machine, bare_remote, machine
+
+    remote = bare_remote(tmp_path / "remote.git")
+    laptop, desk = machine(tmp_path, "laptop", str(remote)), machine(tmp_path, "desk", str(remote))
+    mailbox.send(laptop, sender="api", to=PERSON, subject="Asked on the laptop")
+    for store in (laptop, desk):
+        done = subprocess.run(
+            [sys.executable, "-m", "gitmail", "sync"], env=as_machine(store), capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+    [pushed] = receiver.wait(1)
+    assert pushed.headers["Title"] == "gitmail: api wrote to you" and pushed.body == "Asked on the laptop"

@@ -974,7 +974,7 @@ def test_mail_to_the_person_and_the_persons_answer_sync_like_any_mail(trio: tupl
     a, b, _ = trio
     asked = mailbox.send(a, sender="api", to="@user", subject="May I drop v1?", when=at(0))
     assert sync_now(a) == sync.Outcome("origin", sent=1)
-    assert sync_now(b) == sync.Outcome("origin", received=1)
+    assert sync_now(b) == sync.Outcome("origin", received=1, for_person=(asked.message.id,))
     [entry] = mailbox.pending(b, repo="@user").directed
     assert entry.oid == asked.oid and entry.message.to == "@user"
     answer = mailbox.reply(b, sender="@user", to_id=asked.message.id, body="Yes.", when=at(1))
