@@ -15,6 +15,7 @@ from gitmail.values.session_info import Info
 
 WAKER = "import sys; from gitmail.waking import main; sys.exit(main(sys.argv[1:]))"
 PREPARER = "import sys; from gitmail.starts import main; sys.exit(main(sys.argv[1:]))"
+NOTIFIER = "import sys; from gitmail.notify import main; sys.exit(main(sys.argv[1:]))"
 
 
 def prepare_starts(store: Store, repos: Iterable[str] | None) -> None:
@@ -28,6 +29,19 @@ def prepare_starts(store: Store, repos: Iterable[str] | None) -> None:
         _detached(store, [PREPARER, "prepare", str(store.path), *(sorted(set(repos)) if repos is not None else ["*"])])
     except Exception as error:  # kept answers are a cache: the next start asks Python instead
         problem(store.path, f"could not start preparing session-start answers: {error}")
+
+
+def notify_person(store: Store, ids: Iterable[str]) -> None:
+    """Start the notifier (notify.py), detached, for these messages that may need the person; never fails."""
+    try:
+        _detached(store, [NOTIFIER, str(store.path), *ids])
+    except Exception as error:  # a notification is a courtesy: the mail is there and waits anyway
+        problem(store.path, f"could not start the notifier: {error}")
+
+
+def detached(store: Store, code: list[str]) -> None:
+    """Run `python -c CODE ARGS...` detached: its own session, no terminal, never waited for."""
+    _detached(store, code)
 
 
 def _detached(store: Store, code: list[str]) -> None:

@@ -85,7 +85,7 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     from gitmail import actions, delivery
     from gitmail.store import hookfiles, stamps, startcache
     from gitmail.store.opening import open_mailbox
-    from gitmail.values.names import RepoName, name_problem
+    from gitmail.values.names import RepoName, repo_problem
     from gitmail.workspace import Actor, Session, own_command, place
 
     payload = _payload(raw)
@@ -101,7 +101,7 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
             reason = payload.get("reason")
             actions.session_ended(open_mailbox(), session, reason if isinstance(reason, str) else "")
         return Answer()
-    if found is None or name_problem(found.name):
+    if found is None or repo_problem(found.name):
         return Answer()
     store = open_mailbox()
     if not store.exists():
@@ -146,7 +146,7 @@ def _before_edit(host: str, payload: dict[str, Any]) -> Answer:
     its session's, and held to its leases alike."""
     from gitmail import actions
     from gitmail.store.opening import open_mailbox
-    from gitmail.values.names import RepoName, name_problem
+    from gitmail.values.names import RepoName, repo_problem
     from gitmail.workspace import Actor, Session, place
 
     tool, arguments, cwd = payload.get("tool_name"), payload.get("tool_input"), _cwd(payload)
@@ -154,7 +154,7 @@ def _before_edit(host: str, payload: dict[str, Any]) -> Answer:
         return Answer()
     found = place(cwd)
     session_id = payload.get("session_id")
-    if found is None or name_problem(found.name) or not isinstance(session_id, str):
+    if found is None or repo_problem(found.name) or not isinstance(session_id, str):
         return Answer()
     store = open_mailbox()
     if not store.exists():

@@ -73,11 +73,11 @@ def _kept(key_file: Path) -> tuple[str, str, str, str, bool, str] | None:
 def _prepare_one(store: Store, host: str, ref: str, top: str, wake: str, watch: bool, path: str) -> None:
     from gitmail import delivery, hooks
     from gitmail.store import stamps, startcache
-    from gitmail.values.names import RepoName
+    from gitmail.values.names import RepoName, repo_problem
     from gitmail.workspace import Actor, Session, own_command, place
 
     found = place(top) if os.path.isdir(top) else None
-    if found is None or RepoName(found.name).ref != ref:
+    if found is None or repo_problem(found.name) or RepoName(found.name).ref != ref:
         return  # renamed, or gone: its next start asks Python
     os.environ["PATH"], os.environ["GITMAIL_WAKE"] = path, wake  # as the hook that kept it ran
     actor = Actor(RepoName(found.name), found.home, host, Session(host, "~new"), found)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
-from gitmail.values.names import RepoName, name_problem
+from gitmail.values.names import PERSON, RepoName, nfc, repo_problem
 
 NAME_SETTING = "gitmail.name"  # in a repository's own git config: the mailbox name it goes by
 
@@ -119,7 +119,7 @@ def repo_of(cwd: str | os.PathLike[str]) -> tuple[RepoName, Place]:
             f"{os.fspath(cwd)} is not inside a git repository "
             "(run this in a repository, or name one with --from/--repo)"
         )
-    problem = name_problem(found.name)
+    problem = repo_problem(found.name)
     if problem:
         what = (
             f"this repository's {NAME_SETTING} {found.name!r}"
@@ -161,8 +161,12 @@ def actor_at(directory: str | os.PathLike[str], *, via: str, named: str | None =
     """The actor a command run in `directory` speaks for: the repository `named` (checked), else the git repository
     the directory is in (an error outside one); in the host session the environment names, if any."""
     session = session_from_environment()
+    if named is not None and nfc(named) == PERSON:
+        if session is not None:
+            raise UsageError(f"{PERSON} is the person's address: a session cannot act as the person")
+        return Actor(RepoName(PERSON), None, via)
     if named is not None:
-        return Actor(RepoName.parse(named), None, via, session)
+        return Actor(RepoName.of_repository(named), None, via, session)
     name, found = repo_of(directory)
     return Actor(name, found.home, via, session, found)
 

@@ -78,7 +78,8 @@ def hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Tester")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "tester@example.com")
     monkeypatch.delenv("GITMAIL_DIR", raising=False)
-    for variable in ("GIT_DIR", "GIT_WORK_TREE", "CLAUDE_PROJECT_DIR"):
+    # DBUS_SESSION_BUS_ADDRESS: mail to the person would raise a notification on the desktop running the tests.
+    for variable in ("GIT_DIR", "GIT_WORK_TREE", "CLAUDE_PROJECT_DIR", "DBUS_SESSION_BUS_ADDRESS"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.chdir(tmp_path)
     return home

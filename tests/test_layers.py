@@ -29,7 +29,7 @@ LAYERS = [
         "gitmail.arrivals",
     ],
     ["gitmail.sync.remotestate", "gitmail.sync.reconcile", "gitmail.sync.engine", "gitmail.render"],
-    ["gitmail.delivery", "gitmail.waking", "gitmail.guarding"],
+    ["gitmail.delivery", "gitmail.waking", "gitmail.guarding", "gitmail.notify"],
     ["gitmail.actions"],
     [
         "gitmail.hooks",

@@ -929,3 +929,14 @@ def test_send_attaches_files_of_the_clients_repository_only_and_show_returns_a_t
             )
 
     anyio.run(scenario)
+
+
+def test_send_reaches_the_person(api: Path, box: Store) -> None:
+    async def scenario() -> None:
+        async with connect(api) as client:
+            said = ok(await call(client, "send", to="@user", subject="May I drop v1?", urgency="now"))
+            assert "to the person (@user)" in said
+            assert "no sessions" in refused(await call(client, "send", to="@user#x", subject="x"))
+
+    anyio.run(scenario)
+    assert [e.message.subject for e in mailbox.pending(box, repo="@user").directed] == ["May I drop v1?"]

@@ -968,3 +968,19 @@ def test_a_request_made_while_the_background_sync_runs_makes_it_go_again(
     assert sync.run_background(a) == 0
     assert len(runs) == 3
     assert set(remote_places(remote)) == {first.message.id, runs[1]}
+
+
+def test_mail_to_the_person_and_the_persons_answer_sync_like_any_mail(trio: tuple[Store, Store, Store]) -> None:
+    a, b, _ = trio
+    asked = mailbox.send(a, sender="api", to="@user", subject="May I drop v1?", when=at(0))
+    assert sync_now(a) == sync.Outcome("origin", sent=1)
+    assert sync_now(b) == sync.Outcome("origin", received=1, for_person=(asked.message.id,))
+    [entry] = mailbox.pending(b, repo="@user").directed
+    assert entry.oid == asked.oid and entry.message.to == "@user"
+    answer = mailbox.reply(b, sender="@user", to_id=asked.message.id, body="Yes.", when=at(1))
+    sync_now(b), sync_now(a)
+    assert state_of(a, asked.message.id) is State.ARCHIVED
+    [back] = mailbox.pending(a, repo="api").directed
+    assert back.message.id == answer.message.id and back.verdict is not None and back.verdict.verified
+    assert render.vouched(back, {}).startswith("PERSON by the key ")
+    whole(a)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         this_session,
     )
     from gitmail.actions.attaching import APPLY_OUTSIDE, UNCOMMITTED, Patched, Saved, apply, gather, save_attachment
+    from gitmail.actions.attaching import limits as attachment_limits
     from gitmail.actions.handling import done, reopen
     from gitmail.actions.leases import Leased, LeaseView, before_commit, before_edit, lease, release
     from gitmail.actions.leases import everywhere as all_leases
@@ -73,6 +74,7 @@ __all__ = [
     "allowed_signers",
     "apply",
     "at_moment",
+    "attachment_limits",
     "before_commit",
     "before_edit",
     "change_remote",
@@ -131,6 +133,7 @@ __getattr__ = exports(
         "allowed_signers": "gitmail.actions.signing",
         "apply": "gitmail.actions.attaching",
         "at_moment": "gitmail.actions.reading",
+        "attachment_limits": "gitmail.actions.attaching:limits",
         "before_commit": "gitmail.actions.leases",
         "before_edit": "gitmail.actions.leases",
         "change_remote": "gitmail.actions.syncing",

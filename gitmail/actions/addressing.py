@@ -114,6 +114,10 @@ def destination(box: Store, actor: Actor, to: str, *, or_repo: bool = False) -> 
     resumes, or (`or_repo`) gives it to its repo's sessions now. A linked worktree's folder name is no repository:
     it is refused, naming the repository and the worktree's sessions."""
     address = Address.parse(to)
+    if address.repo.is_person:
+        if actor.repo.is_person:
+            raise UsageError("this is the person's own address: mail to oneself is never sent")
+        return Destination(address.repo)
     if address.handle is None:
         return Destination(address.repo, notes=_new_name(box, actor, address.repo))
     target = find_session(box, address)

@@ -16,7 +16,8 @@ from gitmail.workspace import Actor
 
 def done(box: Store, actor: Actor, *, ids: Sequence[str] = (), everything: bool = False) -> DoneResult:
     """Archive directed mail without replying: the messages named, or (`everything`) the pending mail the actor's
-    session was shown whole (outside a session: that a session of the repo on this machine was shown whole), never
+    session was shown whole (outside a session: that a session of the repo on this machine, or the person at a
+    terminal in the repository, was shown whole), never
     mail that arrived unseen, or that a session only saw summarised, or that a receipt from elsewhere says was
     shown."""
     if bool(ids) == everything:
@@ -29,6 +30,9 @@ def done(box: Store, actor: Actor, *, ids: Sequence[str] = (), everything: bool 
         mine = delivery.for_session(box, actor, mailbox.pending(box, repo=actor.repo, also=also))
         among = {e.message.id for e in mine.directed}  # not what was for another session, nor its own
     elif everything:
+        from gitmail.store import terminal
+
+        seen = terminal.shown(box.path, actor.repo)  # what the person was shown whole at a terminal here
         for found in sessions.listing(box.path):
             if found.repo == actor.repo:
                 seen |= sessions.shown(box.path, found.host, found.id)

@@ -23,10 +23,21 @@ from gitmail.workspace import Actor, Session
 HOOK_WAIT = 1.5  # seconds one hook run may wait for the mailbox, all waits together
 
 
-def inbox(box: Store, actor: Actor, *, peek: bool = False, command: str = "gitmail") -> Delivery:
+def inbox(box: Store, actor: Actor, *, peek: bool = False, command: str = "gitmail", person: bool = False) -> Delivery:
     """Everything pending for the actor's repo, framed as a session receives it, within the budget its reader
-    has (delivery.py). Unless `peek`, the broadcasts shown are handed over and receipts are written."""
-    return delivery.deliver(box, actor, Moment.INBOX, deadline=Deadline(WRITE_WAIT), peek=peek, command=command)
+    has (delivery.py). Unless `peek`, the broadcasts shown are handed over and receipts are written. `person`: the
+    reader is the person at a terminal; outside a session, in the repository itself (not one named from elsewhere)
+    or the person's own inbox, what was shown whole is recorded for `done --all`."""
+    shown = delivery.deliver(box, actor, Moment.INBOX, deadline=Deadline(WRITE_WAIT), peek=peek, command=command)
+    if person and not peek and actor.session is None and (actor.here is not None or actor.repo.is_person):
+        from gitmail.store import terminal
+
+        whole = [e.message.id for e in shown.shown.directed if e.message.id not in shown.shown.summarised]
+        try:
+            terminal.saw(box.path, actor.repo, whole)
+        except OSError as error:
+            return shown._replace(unrecorded=f"what the person was shown could not be recorded ({error.strerror})")
+    return shown
 
 
 def at_moment(

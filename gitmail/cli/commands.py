@@ -6,7 +6,7 @@ command behaves the same whichever parsed it. Imports no command-line library.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gitmail import actions, render
 from gitmail.actions import rules
@@ -16,9 +16,9 @@ from gitmail.store.opening import open_mailbox
 from gitmail.values import urgency as levels
 from gitmail.values.address import Address
 from gitmail.values.message import MAX_BODY_BYTES
-from gitmail.values.names import RepoName
+from gitmail.values.names import PERSON, RepoName
 from gitmail.values.phrase import spoken
-from gitmail.workspace import Actor, actor_at, current_directory, own_command, toplevel
+from gitmail.workspace import Actor, actor_at, current_directory, own_command, session_from_environment, toplevel
 
 # The action layer's options as the command line spells them, in what its errors and notes say.
 WORDS = {
@@ -130,11 +130,19 @@ def send(
     say(render.sent(sent.entry))
 
 
+def person_or(named: str | None, act: Callable[[str | None], Actor | None]) -> Actor | None:
+    """Outside any repository and any session, with no repo named, the person acts (`@user`); else `act`."""
+    if named is None and session_from_environment() is None and toplevel(current_directory()) is None:
+        return Actor(RepoName(PERSON), None, "cli")
+    return act(named)
+
+
 def inbox(*, repo: str | None, json_output: bool, peek: bool) -> None:
-    me = reader(repo)
+    me = person_or(repo, reader)
     if me is None:
         return
-    shown = actions.inbox(open_mailbox(), me, peek=peek, command=own_command())
+    at_terminal = not json_output and sys.stdout.isatty()  # what a person reads, not what a script parses
+    shown = actions.inbox(open_mailbox(), me, peek=peek, command=own_command(), person=at_terminal)
     if json_output:
         print(
             render.dumps(
@@ -150,6 +158,11 @@ def inbox(*, repo: str | None, json_output: bool, peek: bool) -> None:
         )
     elif shown.text:
         print(shown.text, end="")
+        if me.repo.is_person:  # the framing's commands are a session's: the person answers as @user
+            say(
+                f"note: this is your own inbox ({PERSON}): answer with `gitmail send --from {PERSON} --reply-to ID`, "
+                f"mark done with `gitmail done --repo {PERSON} ID`, or do either from `gitmail view`"
+            )
     else:
         say(f"no mail for {render.quote(me.repo)}")
         if shown.unrecorded:

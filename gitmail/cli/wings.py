@@ -16,7 +16,7 @@ from gitmail.edge import say
 from gitmail.errors import ExitCode, GitmailError, UsageError
 from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import Store
-from gitmail.workspace import current_directory, place
+from gitmail.workspace import current_directory, place, session_from_environment
 
 if TYPE_CHECKING:
     from gitmail.install.settings import Plan
@@ -38,16 +38,25 @@ def view(
         ),
     ] = 0,
     no_open: Annotated[bool, typer.Option("--no-open", help="Only print the URL; do not open a browser.")] = False,
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Serve the page without its answers: nothing can be written.")
+    ] = False,
     export: Annotated[
         Path | None,
         typer.Option("--export", metavar="FILE.html", help="Write the view to one self-contained HTML file instead."),
     ] = None,
 ) -> None:
-    """Show the mailbox as a read-only web page on 127.0.0.1: the repos and what waits for each, conversations
-    drawn as threads, broadcasts and the repos they reached, search. Prints the page's URL (it carries an access
-    token) as the first line and serves until interrupted; new mail appears on the page as it arrives."""
+    """Show the mailbox as a web page on 127.0.0.1: your own inbox (mail to @user) first, the repos and what waits
+    for each, conversations drawn as threads, broadcasts and the repos they reached, search; reply, mark done,
+    reopen and write from it (unless --read-only). Prints the page's URL (it carries an access token) as the first
+    line and serves until interrupted; new mail appears on the page as it arrives."""
     web = extra("gitmail.web.httpd", "view", "gitmail view")
 
+    if not read_only and export is None and session_from_environment() is not None:
+        raise UsageError(
+            "inside a session the view serves only --read-only: a session cannot act as the person (run gitmail "
+            "view at your own terminal)"
+        )
     box = open_mailbox()
     if export is not None:
         if port:
@@ -55,9 +64,9 @@ def view(
         count = web.export(box, export)
         say(f"wrote {count} conversation{'' if count == 1 else 's'} to {export}")
         return
-    with web.Server(box, port=port) as server:
+    with web.Server(box, port=port, read_only=read_only) as server:
         print(server.url, flush=True)
-        say("serving the mailbox read-only on 127.0.0.1; stop with Ctrl-C")
+        say(f"serving the mailbox{' read-only' if read_only else ''} on 127.0.0.1; stop with Ctrl-C")
         web.stop_on_terminate()
         try:
             if not no_open and not web.open_browser(server.url):

@@ -16,7 +16,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from gitmail import render
 from gitmail.errors import GitmailError
-from gitmail.values.names import RepoName, name_problem
+from gitmail.values.names import RepoName, repo_problem
 from gitmail.workspace import Actor, Place, place
 
 ROOTS_WAIT = 5.0  # seconds a client may take to list its roots
@@ -68,7 +68,7 @@ def from_directory(directory: str) -> Who | None:
 
 
 def _named(found: Place, source: str) -> Who:
-    problem = name_problem(found.name)
+    problem = repo_problem(found.name)
     if problem:
         raise GitmailError(f"the name {found.name!r} cannot be a mailbox name: {problem}; name one with repo")
     return Who(RepoName(found.name), found.home, source, found)
@@ -96,7 +96,7 @@ class Identity:
         may_ask: bool = True,
     ) -> Who:
         if isinstance(explicit, str):
-            return Who(RepoName.parse(explicit), None, "the argument")
+            return Who(RepoName.of_repository(explicit), None, "the argument")
         roots = await self._roots(ctx, responses or {}, may_ask)
         who = from_roots(roots) if roots else None
         who = who or from_directory(self.directory)

@@ -72,7 +72,7 @@ Id = Annotated[str, Doc("Message id, or a unique prefix")]
 
 def send(
     call: Call,
-    to: Annotated[str | None, Doc("Recipient repo, or one session of it: repo#HANDLE (see sessions)")] = None,
+    to: Annotated[str | None, Doc("Recipient repo, one session of it (repo#HANDLE, see sessions), or @user")] = None,
     broadcast: Annotated[bool, Doc("Send to every repo; each gets it once")] = False,
     reply_to: Annotated[str | None, Doc("Message id, or a unique prefix")] = None,
     subject: Annotated[str | None, Doc("One line (optional with reply_to)")] = None,

@@ -63,6 +63,7 @@ class Outcome(NamedTuple):
     attempts: int = 1
     set_aside: int = 0  # arrivals larger than gitmail sends, set aside unread (see the log and gitmail doctor)
     said: tuple[Move, ...] = ()  # of moved_here, each as recorded: which machine, shown here or not
+    for_person: tuple[str, ...] = ()  # ids of the messages received that are for the person (@user)
 
     @property
     def quiet(self) -> bool:
@@ -182,7 +183,17 @@ def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> l
         from gitmail import arrivals
 
         arrivals.after_arrival(store, None)  # mail that came in wakes idle Codex sessions as a send does
+    for_person = [i for r in results if isinstance(r, Outcome) for i in r.for_person]
+    if for_person:
+        from gitmail import arrivals
+
+        arrivals.notify_person(store, for_person)  # as a send does: the person hears of mail for them
     return results
+
+
+def _for_person(seen: reconcile.Comparison) -> tuple[str, ...]:
+    aside = {place.id for place, _ in seen.oversized}
+    return tuple(p.id for p in seen.arrivals if p.recipient is not None and p.recipient.is_person and p.id not in aside)
 
 
 def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
@@ -230,6 +241,7 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 received=outcome.received + len(seen.arrivals) - len(seen.oversized),
                 set_aside=outcome.set_aside + len(seen.oversized),
                 said=outcome.said + tuple(seen.said),
+                for_person=outcome.for_person + _for_person(seen),
                 moved_here=outcome.moved_here + len(seen.moves_here),
                 notes=outcome.notes + seen.notes_here,
                 conflicts=len(seen.conflicts),

@@ -1,5 +1,5 @@
 """Addresses: a repository (`api`), or one session of it (`api#HANDLE`, where HANDLE is the session's chosen name,
-its worktree's name, or a prefix of the host's id for it). Pure."""
+its worktree's name, or a prefix of the host's id for it), or the person who runs the sessions (`@user`). Pure."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from typing import NamedTuple
 
 from gitmail.errors import UsageError
-from gitmail.values.names import RepoName
+from gitmail.values.names import PERSON, RepoName
 
 HANDLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SESSION_KEY = re.compile(r"(claude|codex):[A-Za-z0-9_-]{1,128}")  # a session as messages record it: host:id
@@ -26,6 +26,8 @@ class Address(NamedTuple):
         repo, hash_sign, handle = text.partition("#")  # read one way only: no repo's name holds a "#"
         if not hash_sign:
             return cls(RepoName.parse(text))
+        if RepoName.parse(repo).is_person:
+            raise UsageError(f"{PERSON} is the person's address: it has no sessions to name (send to {PERSON})")
         if not HANDLE.fullmatch(handle):
             raise UsageError(
                 f"invalid session handle {handle!r} in {text!r}: use a session's name, its worktree's name or the "

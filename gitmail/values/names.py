@@ -37,6 +37,9 @@ INVISIBLE = (
 JOINERS = "\u200c\u200d\U000e0020-\U000e007f"
 # Lone surrogates: how Python hands over command-line arguments and file names whose bytes are not UTF-8.
 NOT_UTF8 = re.compile("[\ud800-\udfff]")
+# The person who runs the sessions has an address of their own. Every name starting with '@' is reserved, and no
+# repository's name may be this one, so mail to the person can never land in a repository's inbox.
+PERSON = "@user"
 
 
 class RepoName(str):
@@ -69,6 +72,19 @@ class RepoName(str):
         if first_format_ref(raw) != component:
             raise UsageError(f"{component!r} is not a gitmail ref name")
         return cls.parse(raw)
+
+    @classmethod
+    def of_repository(cls, raw: str) -> RepoName:
+        """A repository's own name (its folder, `gitmail.name`, `--repo`): the person's address is refused too."""
+        problem = repo_problem(raw)
+        if problem:
+            raise UsageError(f"invalid repo name {raw!r}: {problem}")
+        return cls(raw)
+
+    @property
+    def is_person(self) -> bool:
+        """Whether this is the person's address (`@user`), not a repository's name."""
+        return self == PERSON
 
     @property
     def ref(self) -> str:
@@ -149,8 +165,17 @@ def name_problem(raw: str) -> str | None:
         return "it contains control characters"
     if raw.startswith("_"):
         return "names starting with '_' are reserved"
+    if raw.startswith("@") and raw != PERSON:
+        return f"names starting with '@' are reserved ({PERSON} is the person's address)"
     if raw in (".", ".."):
         return "it is not a directory name"
     if len(_encoded(raw, _REF_SAFE)) > _MAX_ENCODED:
         return "it is too long"
     return None
+
+
+def repo_problem(raw: str) -> str | None:
+    """What keeps `raw` from being a repository's name: `name_problem`, or it is the person's address."""
+    if nfc(raw).startswith("@"):
+        return f"names starting with '@' are reserved ({PERSON} is the person's address, never a repository's)"
+    return name_problem(raw)

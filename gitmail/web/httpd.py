@@ -4,7 +4,9 @@ The server is the standard library's ThreadingHTTPServer: a handful of GET route
 framework. Safety does not rest on care in each template: Jinja2 escapes every value it prints, the pages run under
 a Content-Security-Policy that allows only the app's own script and stylesheet and enforces Trusted Types (so no
 script can assign HTML strings at all), the server binds 127.0.0.1 only, answers only requests whose Host is the
-address it serves (DNS rebinding), only with the random token it printed (then a cookie), and only GET and HEAD.
+address it serves (DNS rebinding), only with the random token it printed (then a cookie), and only GET and HEAD,
+but for the person's answers (answering.py): POSTs from the page itself, each with a one-use token, unless the view
+is read-only.
 """
 
 from __future__ import annotations
@@ -34,15 +36,16 @@ import jinja2
 
 from gitmail import actions
 from gitmail.errors import GitmailError, NotFound, Unwritable, UsageError
+from gitmail.render import lease_line as line
 from gitmail.render import visible as escaped
 from gitmail.store.files import write_atomically
 from gitmail.store.repository import Store
 from gitmail.values.attachments import size_text
-from gitmail.values.names import RepoName, name_problem
-from gitmail.web import pages, snapshot
+from gitmail.values.names import PERSON, RepoName, name_problem
+from gitmail.web import answering, pages, snapshot
 from gitmail.web.snapshot import Snapshot
 
-POLL_SECONDS = 2  # how often an open page asks whether the mailbox changed
+POLL_SECONDS = 1  # how often an open page asks whether the mailbox changed (a stat of the ref files: cheap)
 IDLE_SECONDS = 30.0  # how long a connection may wait to send its request (or the rest of it) before it is closed
 _ALL = 1_000_000  # "no limit" for lists shown whole (a repo's waiting mail, the export's)
 _STATIC = {
@@ -140,6 +143,7 @@ def static(name: str) -> str:
 
 
 def render(template: str, snap: Snapshot, *, links: Links, **context: Any) -> str:
+    context.setdefault("tokens", None)  # the forms' tokens: None where nothing may be written (export, read-only)
     return (
         environment()
         .get_template(template)
@@ -216,12 +220,15 @@ def stop_on_terminate() -> None:
 class Server:
     """The view of one mailbox on 127.0.0.1: `url` carries the token, `serve_forever` answers until `close`."""
 
-    def __init__(self, store: Store, *, port: int = 0) -> None:
+    def __init__(self, store: Store, *, port: int = 0, read_only: bool = False) -> None:
         self.store = store
+        self.read_only = read_only
         self.snapshot = snapshot.load(store)  # read before the URL is given out: the first page is quick
         for name in ("overview.html", "thread.html", "error.html"):
             environment().get_template(name)  # compiled now for the same reason
         self.secret = secrets.token_urlsafe(32)
+        self.tokens = None if read_only else answering.Tokens(self.secret)
+        self.notes: dict[str, tuple[str, ...]] = {}  # what the action layer said of a message the page wrote
         self._refreshing = threading.Lock()
         try:
             self.httpd = _HTTPServer(("127.0.0.1", port), _Handler)
@@ -244,7 +251,30 @@ class Server:
             return self.snapshot
 
     def serve_forever(self) -> None:
-        self.httpd.serve_forever(poll_interval=0.2)
+        self._announce(True)
+        try:
+            self.httpd.serve_forever(poll_interval=0.2)
+        finally:
+            self._announce(False)
+
+    def told(self, message_id: str, notes: tuple[str, ...]) -> None:
+        """Keep what the action layer said of a write, for the message's page (the last 100 writes)."""
+        if notes:
+            self.notes[message_id] = notes
+            while len(self.notes) > 100:
+                self.notes.pop(next(iter(self.notes)))
+
+    def _announce(self, serving: bool) -> None:
+        """Say where the page is (without its token) in gitmail/view while it serves, for notifications' links."""
+        path = self.store.path / "gitmail" / "view"
+        base = f"http://{self.host}"
+        try:
+            if serving and self.store.exists():
+                write_atomically(path, (base + "\n").encode(), durable=False)
+            elif not serving and path.read_text().strip() == base:
+                path.unlink()
+        except (OSError, GitmailError):
+            pass  # only a notification's link is lost
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -311,6 +341,60 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._answer(head=True)
 
+    def do_POST(self) -> None:
+        if self.server.view.read_only:
+            self._answer(head=False, allowed=False)
+            return
+        self.connection.settimeout(self.timeout)
+        try:
+            status, content_type, body, extra = self._post()
+        except _Response as response:
+            status, content_type = response.status, "text/html; charset=utf-8"
+            body = _error_page(response.status, response.text).encode() if response.text else b""
+            extra = response.headers
+        self._send(status, content_type, body, extra, head=False)
+        self.close_connection = True  # a refused body may not have been read whole
+
+    def _post(self) -> tuple[HTTPStatus, str, bytes, dict[str, str]]:
+        """One of the person's answers: checked whole (host, cookie, origin, size, token) before it is acted on."""
+        view = self.server.view
+        assert view.tokens is not None
+        if self.headers.get("Host") != view.host:
+            raise _Response(HTTPStatus.FORBIDDEN, f"This server answers only requests for {view.host}.")
+        url = urlsplit(self.path)
+        if url.path not in answering.PATHS:
+            raise _Response(HTTPStatus.METHOD_NOT_ALLOWED, "Only GET, HEAD here.", {"Allow": "GET, HEAD"})
+        self._authorise(url.path, {})
+        problem = answering.origin_problem(self.headers.get("Origin"), view.host)
+        if problem:
+            raise _Response(HTTPStatus.FORBIDDEN, problem)
+        length = self.headers.get("Content-Length", "")
+        limit = actions.attachment_limits(view.store)[0] * 2 + answering.FIELD_BYTES  # base64-free multipart
+        if not length.isdigit():
+            raise _Response(HTTPStatus.LENGTH_REQUIRED, "A form must say its length.")
+        if int(length) > limit:
+            raise _Response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "The form is larger than a message may carry.")
+        data = self.rfile.read(int(length))
+        try:
+            form = answering.parse(self.headers.get("Content-Type", ""), data)
+            nonce = view.tokens.spend(form.get("token"))
+        except answering.Refused as refused:
+            raise _Response(HTTPStatus(refused.status), refused.text) from None
+        try:
+            done = answering.act(view.store, url.path, form)
+        except NotFound as error:
+            view.tokens.release(nonce)
+            raise _Response(HTTPStatus.NOT_FOUND, str(error)) from None
+        except GitmailError as error:  # the action layer's own words; nothing was written
+            view.tokens.release(nonce)
+            raise _Response(HTTPStatus.BAD_REQUEST, str(error)) from None
+        except BaseException:
+            view.tokens.release(nonce)
+            raise
+        view.tokens.answered(nonce, done.location.partition("#")[0])
+        view.told(done.message_id, done.notes)
+        return HTTPStatus.SEE_OTHER, "text/html; charset=utf-8", b"", {"Location": done.location}
+
     def __getattr__(self, name: str) -> Any:
         # http.server looks up `do_<METHOD>` for each request: every other method is refused the same way.
         if name.startswith("do_"):
@@ -326,11 +410,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if self.headers.get("Host") != view.host:
                 raise _Response(HTTPStatus.FORBIDDEN, f"This server answers only requests for {view.host}.")
-            if not allowed:
-                raise _Response(
-                    HTTPStatus.METHOD_NOT_ALLOWED, "This view is read-only: GET and HEAD only.", {"Allow": "GET, HEAD"}
-                )
             url = urlsplit(self.path)
+            form = url.path in answering.PATHS and not view.read_only
+            if not allowed or form:
+                allow = "POST" if form else "GET, HEAD"
+                said = "This view is read-only: GET and HEAD only." if view.read_only else f"Only {allow} here."
+                raise _Response(HTTPStatus.METHOD_NOT_ALLOWED, said, {"Allow": allow})
             query = parse_qs(url.query, keep_blank_values=True)
             self._authorise(url.path, query)
             status, content_type, body, extra = self._route(url.path, query)
@@ -401,11 +486,20 @@ class _Handler(BaseHTTPRequestHandler):
             return path + "?" + urlencode({"q": text, "page": number} if path == "/search" else {"page": number})
 
         def show(template: str, **context: Any) -> str:
-            return render(template, snap, links=links, page_url=page_url, **context)
+            return render(template, snap, links=links, page_url=page_url, tokens=self.server.view.tokens, **context)
 
         parts = path.split("/")
         if path == "/":
-            return show("overview.html", overview=pages.overview(snap, page=page))
+            return show(
+                "overview.html",
+                overview=pages.overview(snap, page=page),
+                person=pages.waiting(snap, repo=PERSON, limit=_ALL),
+                sessions=(here := actions.sessions_here(snap.store, None, all_repos=True) if snap.exists else []),
+                addresses=self._addresses(snap, here) if self.server.view.tokens is not None else (),
+                to=query.get("to", [""])[-1],
+                leases=[line(v) for v in actions.all_leases(snap.store)] if snap.exists else [],
+                back=path,
+            )
         if path == "/broadcasts":
             return show("broadcasts.html", broadcasts=pages.broadcasts(snap, page=page))
         if path == "/search":
@@ -419,10 +513,11 @@ class _Handler(BaseHTTPRequestHandler):
         except UnicodeDecodeError:
             raise NotFound(f"nothing at {path}") from None
         if parts[1] == "thread":
-            return show("thread.html", thread=pages.thread(snap, name), focus=name)
+            notes = self.server.view.notes.get(name, ())
+            return show("thread.html", thread=pages.thread(snap, name), focus=name, back=path, notes=notes)
         if parts[1] == "message":
             item, replies = pages.message(snap, name)
-            return show("message.html", item=item, replies=replies)
+            return show("message.html", item=item, replies=replies, back=path)
         known = {str(r.name): r for r in pages.repos(snap)}
         if name not in known:
             raise NotFound(f"no repo named {name!r} has used this mailbox")
@@ -430,9 +525,18 @@ class _Handler(BaseHTTPRequestHandler):
             "repo.html",
             repo=known[name],
             sessions=actions.sessions_here(snap.store, RepoName(name)) if not name_problem(name) else None,
+            leases=[line(v) for v in actions.leases_here(snap.store, RepoName(name))] if not name_problem(name) else [],
             waiting=pages.waiting(snap, repo=name, limit=_ALL),
             conversations=pages.conversations(snap, repo=name, page=page),
         )
+
+    def _addresses(self, snap: Snapshot, sessions: list[actions.SessionView]) -> list[str]:
+        """Whom the compose form offers: every repository, then each live session by its address."""
+        names = [str(r.name) for r in pages.repos(snap) if not r.name.is_person]
+        live = [v.address for v in sessions if v.info.state != "ended"]
+        # A name holding an invisible or control character is not offered (the list would show it as it is, not
+        # as the escape every other place shows); it can still be typed.
+        return [a for a in [*names, *sorted(set(live))] if escaped(a) == a]
 
     def _send(
         self, status: HTTPStatus, content_type: str, body: bytes, extra: Mapping[str, str], *, head: bool
@@ -444,7 +548,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "Content-Length": str(len(body)),
                 "Content-Security-Policy": _SERVED_POLICY,
                 "X-Content-Type-Options": "nosniff",
-                "Referrer-Policy": "no-referrer",
+                "Referrer-Policy": "same-origin",  # a form's POST names its Origin; no other site hears of a page
                 "X-Frame-Options": "DENY",
                 "Cross-Origin-Opener-Policy": "same-origin",
                 "Cross-Origin-Resource-Policy": "same-origin",

@@ -18,7 +18,7 @@ from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import ROOT, Located, State
 from gitmail.values.mail import Entry, status
 from gitmail.values.message import Message
-from gitmail.values.names import RepoName
+from gitmail.values.names import PERSON, RepoName
 from gitmail.web.snapshot import Key, Node, Snapshot, by_time, entry_of
 
 PER_PAGE = 25
@@ -51,6 +51,7 @@ class Item(NamedTuple):
     reached: tuple[str, ...] = ()  # broadcasts: the repos it was handed to, its sender left out
     sender: str = ""  # a message's own page: its sender's label (PEER, VERIFIED by whose key, UNVERIFIED and why)
     origin: str = ""  # a message's own page: ' on machine "laptop"' for mail from another machine (render.origin)
+    standing: tuple[str, ...] = ()  # where it stands for each recipient, from its receipts, oldest first
 
 
 class Conversation(NamedTuple):
@@ -123,6 +124,7 @@ def repos(snap: Snapshot) -> list[Repo]:
         mine = waiting_for.get(repo, [])
         first = oldest.get(mine[0].oid) if mine else None
         unseen = sum(1 for b in active if b.sender != repo and repo not in reach.get(b.oid, frozenset()))
+        unseen = 0 if repo.is_person else unseen  # broadcasts are for the repositories' sessions
         found.append(Repo(repo, len(mine), first.message.date if first else None, unseen, claims.get(repo)))
     return found
 
@@ -174,7 +176,7 @@ def thread(snap: Snapshot, message_id: str) -> Thread:
     unreadable = [node.id for node, _ in members if documents[node.oid] is None]
     entries = _with_receipts(snap, [entry_of(node, documents[node.oid]) or _unreadable(node) for node, _ in members])
     items = [
-        Item(entry, depth, delivered=_delivered(entry), reached=_reached(node, reach))
+        Item(entry, depth, delivered=_delivered(entry), reached=_reached(node, reach), standing=standing(entry))
         for (node, depth), entry in zip(members, entries, strict=True)
     ]
     return Thread(snap.nodes[root].id, tuple(items), tuple(unreadable))
@@ -266,7 +268,7 @@ def _items(snap: Snapshot, nodes: Sequence[Node]) -> list[Item]:
     reach = snap.reach() if any(n.recipient is None for n in nodes) else {}
     entries = _with_receipts(snap, [e or _unreadable(n) for n, e in zip(nodes, snap.entries(nodes), strict=True)])
     return [
-        Item(entry, delivered=_delivered(entry), reached=_reached(node, reach))
+        Item(entry, delivered=_delivered(entry), reached=_reached(node, reach), standing=standing(entry))
         for node, entry in zip(nodes, entries, strict=True)
     ]
 
@@ -274,6 +276,26 @@ def _items(snap: Snapshot, nodes: Sequence[Node]) -> list[Item]:
 def _with_receipts(snap: Snapshot, entries: Sequence[Entry]) -> list[Entry]:
     """The entries a page shows, with their receipts (one read for the page)."""
     return mailbox.with_receipts(snap.store, entries) if snap.exists else list(entries)
+
+
+def standing(entry: Entry) -> tuple[str, ...]:
+    """Where a message stands for each recipient, one line per receipt: "delivered 11-29 09:31 to api (claude,
+    session-start)", "done 11-29 09:40 by api", "replied 11-29 09:41 by api with 5tgh0a1b2c", or "pending"."""
+    from gitmail.values import receipts
+
+    lines = []
+    for record in sorted(entry.records, key=lambda r: r.at):
+        at = record.at.strftime("%m-%d %H:%M")
+        if record.event == receipts.DELIVERED:
+            how = ", ".join(part for part in (record.host, record.moment) if part)
+            lines.append(f"delivered {at} to {record.repo}" + (f" ({how})" if how else ""))
+        elif record.event == receipts.REPLIED:
+            lines.append(f"replied {at} by {record.repo}" + (f" with {record.reply}" if record.reply else ""))
+        elif record.event in (receipts.DONE, receipts.REOPENED):
+            lines.append(f"{record.event} {at} by {record.repo}")
+    if not lines and entry.state is State.PENDING:
+        lines.append("pending: waiting for you" if entry.recipient == PERSON else "pending: not delivered yet")
+    return tuple(lines)
 
 
 def _delivered(entry: Entry) -> datetime | None:

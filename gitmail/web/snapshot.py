@@ -11,14 +11,13 @@ Documents (subjects, bodies) are read only for what a page shows, and kept by co
 from __future__ import annotations
 
 import bisect
-import hashlib
-import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from gitmail.errors import NotFound
+from gitmail.store import changes
 from gitmail.store.gitcmd import GitFailed
 from gitmail.store.repository import Store
 from gitmail.values.ids import ObjectId
@@ -43,51 +42,11 @@ class Node(NamedTuple):
     time: int  # send time in seconds since the epoch: enough to order by
 
 
-# -- the change token ------------------------------------------------------------------------------------------
+# -- the change token: the store's (store/changes.py) -------------------------------------------------------
 
-
-class RefFiles(NamedTuple):
-    """Stat data of the files that hold the message refs and the seen-sets: git writes a ref by renaming a new
-    file into place, so every write gives a new inode (and so a new value here) even within one clock tick."""
-
-    packed: tuple[int, int, int] | None  # packed-refs: inode, mtime (ns), size
-    loose: Mapping[str, tuple[int, int, int]]  # each loose ref under refs/gitmail/ and refs/notes/, by ref name
-
-    @property
-    def token(self) -> str:
-        digest = hashlib.blake2b(repr((self.packed, sorted(self.loose.items()))).encode(), digest_size=16)
-        return digest.hexdigest()
-
-
-def change_token(store: Store) -> str:
-    """A string that changes whenever a message ref or the seen-sets move. No process is started, and the archive
-    adds nothing to the cost once it is packed (gitmail packs refs as it goes)."""
-    files = ref_files(store)
-    return files.token if files is not None else "absent"
-
-
-def ref_files(store: Store) -> RefFiles | None:
-    """None when there is no mailbox."""
-    root = os.fspath(store.path)
-    if not os.path.lexists(root):
-        return None
-    loose: dict[str, tuple[int, int, int]] = {}
-    for top in (ROOT.rstrip("/"), SEEN_NOTES.rsplit("/", 1)[0]):
-        for directory, _, files in os.walk(os.path.join(root, top)):
-            for name in files:
-                path = os.path.join(directory, name)
-                stamp = _stamp(path)
-                if stamp is not None and not name.endswith(".lock"):
-                    loose[os.path.relpath(path, root).replace(os.sep, "/")] = stamp
-    return RefFiles(_stamp(os.path.join(root, "packed-refs")), loose)
-
-
-def _stamp(path: str) -> tuple[int, int, int] | None:
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:  # moved while we looked: the next token differs anyway
-        return None
-    return (info.st_ino, info.st_mtime_ns, info.st_size)
+change_token = changes.change_token
+ref_files = changes.ref_files
+RefFiles = changes.RefFiles
 
 
 # -- the index ---------------------------------------------------------------------------------------------------

@@ -26,6 +26,22 @@
       request.send();
     });
 
+  // A form being written in is never swapped away: the page says new mail is there instead. A form sent once is
+  // not sent again by a second click (the server refuses a spent token anyway).
+  let writing = false;
+  document.addEventListener("input", (event) => {
+    if (event.target.closest && event.target.closest("form[method=post]")) writing = true;
+  });
+  document.addEventListener("submit", (event) => {
+    const form = event.target;
+    if (form.dataset.sent) {
+      event.preventDefault();
+      return;
+    }
+    form.dataset.sent = "1";
+    for (const button of form.querySelectorAll("button")) button.disabled = true;
+  });
+
   const check = async () => {
     if (busy || document.hidden) return;
     busy = true;
@@ -33,7 +49,9 @@
       const response = await fetch("/changes", { cache: "no-store", credentials: "same-origin" });
       if (!response.ok) throw new Error(String(response.status));
       const now = (await response.json()).token;
-      if (now !== token) {
+      if (now !== token && writing) {
+        say("new mail: it shows once this form is sent");
+      } else if (now !== token) {
         const fresh = await fetchPage();
         const main = fresh.querySelector("main");
         if (main) document.querySelector("main").replaceWith(document.adoptNode(main));
