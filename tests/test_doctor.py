@@ -29,6 +29,13 @@ def key_line(box: Store) -> str:
     return f"ok        keys: signs with ssh-ed25519 {own.fingerprint}: gitmail's own key {own.path}"
 
 
+def notify_line() -> str:
+    """What doctor says of the person's notifications here (tests/test_notify.py tests what each channel says)."""
+    from gitmail import notify
+
+    return "ok        notify: " + "; ".join(notify.notify_status())
+
+
 def healthy_lines(box: Store, web: Path, pending: int = 1, stored: int = 1) -> list[str]:
     return [
         f"gitmail doctor: {box.path}",
@@ -45,7 +52,7 @@ def test_a_healthy_mailbox_gets_one_ok_line_per_check(cli: CliRunner, box: Store
     assert cli("inbox", cwd=web).code == 0  # records web's path for its name
     result = cli("doctor", cwd=web)
     assert (result.code, result.err) == (0, "")
-    assert result.out == "\n".join([*healthy_lines(box, web), "No problems found.", ""])
+    assert result.out == "\n".join([*healthy_lines(box, web), notify_line(), "No problems found.", ""])
 
 
 def test_no_mailbox_yet_is_healthy_and_nothing_is_created(cli: CliRunner, box: Store, tmp_path: Path) -> None:
@@ -57,6 +64,7 @@ def test_no_mailbox_yet_is_healthy_and_nothing_is_created(cli: CliRunner, box: S
             f"ok        mailbox: none yet at {box.path}; the first message sent creates it\n"
             "note      repository: not inside a git repository; run `gitmail doctor` in one to check its name and "
             "claim\n"
+            f"{notify_line()}\n"
             "No problems found.\n"
         )
     assert not box.path.parent.exists()
@@ -102,6 +110,7 @@ def test_every_kind_of_damage_is_one_line_and_repair_fixes_it_deleting_nothing(
         key_line(box),
         'ok        repository: "web" (its folder\'s name) at '
         + f"{web}, 1 message pending; the name is recorded for this path",
+        notify_line(),
         "5 problems found.",
     ]
     assert git(box, "gc", "--quiet", check=False).returncode != 0  # git itself is stuck on the lost commit
@@ -312,10 +321,11 @@ def test_installed_hooks_are_found_and_their_command_run(
     (home / ".codex").mkdir()
     result = cli("doctor", cwd=web)
     assert result.code == 0
-    assert result.out.splitlines()[-3:] == [
+    assert result.out.splitlines()[-4:] == [
         f"ok        claude: installed in {settings} (start); runs ({sys.executable} -m gitmail: gitmail {__version__})",
         f"note      codex: gitmail's hooks are not installed in {home / '.codex' / 'hooks.json'}: sessions get mail "
         "only from `gitmail inbox` -- gitmail install --codex",
+        notify_line(),
         "No problems found.",
     ]
 

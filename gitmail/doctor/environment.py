@@ -14,7 +14,7 @@ from gitmail.render import count, quote
 from gitmail.store.claims import load_claims, save_claims
 from gitmail.store.repository import Store
 from gitmail.values.layout import Located, State
-from gitmail.values.names import RepoName, name_problem
+from gitmail.values.names import RepoName, repo_problem
 from gitmail.workspace import Place
 
 RENAME = "rename the folder, or choose a name with `git config gitmail.name NAME` in the repository"
@@ -83,7 +83,7 @@ def repository(store: Store, here: Place | None, messages: Sequence[Located]) ->
     """This repository's name (its folder's, or the one gitmail.name chooses), its claim, mail a worktree's own
     folder name still holds, and mail that waits for names no repository here has used."""
     claims = load_claims(store)
-    name = RepoName(here.name) if here is not None and not name_problem(here.name) else None
+    name = RepoName(here.name) if here is not None and not repo_problem(here.name) else None
     findings = []
     if here is None:
         text = "not inside a git repository; run `gitmail doctor` in one to check its name and claim"
@@ -91,7 +91,7 @@ def repository(store: Store, here: Place | None, messages: Sequence[Located]) ->
     else:
         how = "chosen with git config gitmail.name" if here.named_by != "folder" else "its folder's name"
         if name is None:
-            text = f"this repository's name {here.name!r} ({how}) cannot be a mailbox name: {name_problem(here.name)}"
+            text = f"this repository's name {here.name!r} ({how}) cannot be a mailbox name: {repo_problem(here.name)}"
             findings.append(Finding("repository", Level.PROBLEM, text, RENAME))
         else:
             findings += judged(CLAIM, Here(here, name, how, claims.get(name), _pending(messages, name)))
@@ -117,7 +117,7 @@ def repository(store: Store, here: Place | None, messages: Sequence[Located]) ->
 def _old_name(here: Place, name: RepoName, claims: dict[str, str], messages: Sequence[Located]) -> list[Finding]:
     """Mail still addressed to the name this worktree went by before (its own folder's)."""
     old = here.worktree
-    if not old or old == name or name_problem(old):
+    if not old or old == name or repo_problem(old):
         return []
     kept = _pending(messages, RepoName(old))
     if not kept or os.path.realpath(claims.get(RepoName(old), "")) != os.path.realpath(here.top):
@@ -131,7 +131,7 @@ def _old_name(here: Place, name: RepoName, claims: dict[str, str], messages: Seq
 
 def reclaim(store: Store, here: Place | None) -> list[str]:
     """Record this repository's path for its name when the recorded one no longer exists (it moved here)."""
-    if here is None or name_problem(here.name):
+    if here is None or repo_problem(here.name):
         return []
     claims = load_claims(store)
     first = claims.get(here.name)
@@ -207,6 +207,14 @@ def waking(store: Store) -> list[Finding]:
         text = f"{len(woken)} of {count(len(mine), 'live ' + host + ' session')} can be woken by mail ({how})"
         findings.append(Finding("wake", Level.OK, text + (f": {listed(woken)}" if woken else ""), items=tuple(woken)))
     return findings
+
+
+def notifications(store: Store) -> list[Finding]:
+    """Which channels tell the person of mail that needs them (mail to @user, urgent mail no session can take).
+    None working is no problem: such mail waits on the page and in `gitmail inbox`, as all mail does."""
+    from gitmail import notify
+
+    return [Finding("notify", Level.OK, "; ".join(notify.notify_status(store)))]
 
 
 # -- leases and the commit guard --------------------------------------------------------------------------------
@@ -286,7 +294,7 @@ def guard(store: Store, here: Place | None) -> list[Finding]:
         return [Finding("guard", Level.NOTE, text, "gitmail install --guard")]
     from gitmail.mailbox import leasing
 
-    if name_problem(here.name) or not any(s.held for s in leasing.standing(store, RepoName(here.name))):
+    if repo_problem(here.name) or not any(s.held for s in leasing.standing(store, RepoName(here.name))):
         return []
     text = "leases are held in this repository, but the commit guard is not installed: a session's commit may take "
     if status.problem is not None:

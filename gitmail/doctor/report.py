@@ -42,6 +42,7 @@ def examine(store: Store, *, here: Place | None, home: Path, repaired: Sequence[
     findings += _guarded("guard", lambda: environment.guard(store, here)) if usable else []
     findings += environment.hooks(home)
     findings += _guarded("wake", lambda: environment.waking(store)) if usable else []
+    findings += environment.notifications(store)
     return Report(store.path, findings, list(repaired))
 
 
