@@ -4,6 +4,7 @@ another machine vouches for it; whether a repository's name is known."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from gitmail.errors import GitmailError, NotFound, UsageError
@@ -82,7 +83,8 @@ def parsed(places: Sequence[Located], documents: Sequence[bytes | None], here: H
         try:
             if document is None:
                 raise BadDocument("missing document")
-            message = parse(document)
+            kept = here.store.kept
+            message = kept.made_of("message", place.oid, partial(parse, document)) if kept else parse(document)
             message = message._replace(machine=here.machine_of(message.id, message.machine))
             if message.machine is not None:
                 elsewhere.append((len(entries), place))
