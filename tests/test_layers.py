@@ -234,3 +234,47 @@ def test_no_two_modules_share_a_name() -> None:
         if path.name != "__init__.py":
             names.setdefault(path.stem, []).append(name)
     assert {stem: found for stem, found in names.items() if len(found) > 1} == {}
+
+
+TESTS = PACKAGE.parent / "tests"
+
+
+def aliases(path: Path) -> list[str]:
+    """Every gitmail module or name `path` imports under another name (`from gitmail.sync import engine as sync`,
+    `import gitmail.web.httpd as view`), as `line: what as name`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            pairs = [(alias.name, alias.asname) for alias in node.names if alias.name.split(".")[0] == "gitmail"]
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "gitmail":
+            pairs = [(f"{node.module}.{alias.name}", alias.asname) for alias in node.names]
+        else:
+            continue
+        found += [
+            f"{node.lineno}: {name} as {asname}"
+            for name, asname in pairs
+            if asname not in (None, name.rpartition(".")[2])
+        ]
+    return found
+
+
+def test_tests_import_gitmail_modules_under_their_own_names() -> None:
+    """A test that says `sync.pull` where the module is `engine` sends a reader to a file that does not exist."""
+    found = {str(path.relative_to(TESTS)): hits for path in sorted(TESTS.rglob("*.py")) if (hits := aliases(path))}
+    assert found == {}, f"gitmail imported under another name: {found}"
+
+
+def test_the_alias_walk_sees_every_spelling(tmp_path: Path) -> None:
+    """The test above can fail: a module or a name renamed on import counts, in a function too; the same name
+    spelt again, and other packages' aliases, do not."""
+    x = tmp_path / "test_x.py"
+    x.write_text(
+        "import gitmail.web.httpd as view\nimport gitmail.store\nfrom gitmail.sync import engine as sync, quick\n"
+        "from gitmail.store import machines as machines\nimport numpy as np\nfrom . import helper as h\n"
+        "def f():\n    from gitmail.store.stamps import directory as stamps_directory\n"
+    )
+    assert aliases(x) == [
+        "1: gitmail.web.httpd as view",
+        "3: gitmail.sync.engine as sync",
+        "8: gitmail.store.stamps.directory as stamps_directory",
+    ]

@@ -27,8 +27,7 @@ from pydantic import FileUrl
 
 from gitmail import mailbox, render
 from gitmail.errors import GitmailError, UsageError
-from gitmail.mcp import roots, tools
-from gitmail.mcp import server as mcpserver
+from gitmail.mcp import roots, server, tools
 from gitmail.store.repository import Store
 from gitmail.values.mail import status
 from gitmail.values.names import RepoName
@@ -98,7 +97,7 @@ def refused(result: types.CallToolResult) -> str:
 
 
 def test_the_tool_list_is_small_and_every_schema_is_valid() -> None:
-    listed = types.ListToolsResult.model_validate({"tools": mcpserver.tool_list()}).model_dump(
+    listed = types.ListToolsResult.model_validate({"tools": server.tool_list()}).model_dump(
         by_alias=True, mode="json", exclude_none=True
     )
     names = ["send", "inbox", "done", "log", "show", "retract", "sessions", "lease", "leases"]

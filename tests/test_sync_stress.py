@@ -22,7 +22,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.store.repository import Store
-from gitmail.sync import quick as synccheck
+from gitmail.sync import quick
 from gitmail.sync.remotes import SyncError
 from gitmail.values.layout import State
 from tests.syncing import as_machine, bare_remote, fsck, git_daemon, places, remote_places, seen, sync_now, whole
@@ -120,8 +120,8 @@ def check(boxes: Sequence[Store], remote: Path, told: Sequence[Sequence[str]]) -
 
 @pytest.fixture(autouse=True)
 def settled_quickly(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(synccheck, "RACY_SECONDS", 0.0)
-    monkeypatch.setattr(synccheck, "FINE_RACY_SECONDS", 0.0)
+    monkeypatch.setattr(quick, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(quick, "FINE_RACY_SECONDS", 0.0)
     yield
 
 
