@@ -17,6 +17,7 @@ from gitmail.store.repository import Store
 from gitmail.sync import engine, remotes
 from gitmail.values.layout import ROOT
 from gitmail.values.message import parse
+from tests.processes import at_the_line
 from tests.reading import inbox as read_inbox
 
 
@@ -206,8 +207,7 @@ def machine_loop(rounds: int, seed: int, go: str, own: str, everyone: str) -> No
     rng = random.Random(seed)
     mine, names = own.split(","), everyone.split(",")
     private = mine[1:]
-    while not os.path.exists(go):
-        time.sleep(0.001)
+    at_the_line(go)
 
     def say(*words: str) -> None:
         print(*words, flush=True)

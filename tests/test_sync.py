@@ -27,6 +27,7 @@ from gitmail.values.mail import status
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName
 from tests.conftest import CliRunner, at, run_gitmail
+from tests.processes import kill_when, loaded
 from tests.reading import inbox as read_inbox
 from tests.syncing import (
     as_machine,
@@ -371,21 +372,10 @@ def test_a_quiet_sync_does_not_load_the_store(trio: tuple[Store, Store, Store], 
     mailbox.send(a, sender="api", to="web", subject="once")
     sync_now(a)
     settle(a)
-    probe = (
-        "import sys\n"
-        "from gitmail.__main__ import main\n"
-        "sys.argv = ['gitmail', 'sync']\n"
-        "code = main()\n"
-        "print(code, sorted(m for m in ('gitmail.store.repository', 'gitmail.sync.engine', 'typing', 'subprocess', 'typer') if m in sys.modules))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "GITMAIL_DIR": str(a.path)},
-        cwd=tmp_path,
-    )
-    assert (done.stdout, done.stderr) == ("0 []\n", "gitmail: origin: up to date\n")
+    done, modules = loaded("sync", env={"GITMAIL_DIR": str(a.path)}, cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "gitmail: origin: up to date\n")
+    assert "gitmail.sync.quick" in modules
+    assert not modules & {"gitmail.store.repository", "gitmail.sync.engine", "typing", "subprocess", "typer"}
 
 
 def test_after_an_interrupted_sync_the_next_one_leaves_every_quiet_sync_quick(
@@ -404,23 +394,15 @@ def test_after_an_interrupted_sync_the_next_one_leaves_every_quiet_sync_quick(
         mailbox.send(a, sender="api", to="web", subject=f"m{i}")
     environment = {**as_machine(a), "GITMAIL_DIR": str(a.path)}
     interrupted = subprocess.Popen([sys.executable, "-m", "gitmail", "sync"], env=environment, cwd=tmp_path)
-    time.sleep(0.4)
-    interrupted.kill()
-    interrupted.wait()
+    assert kill_when(interrupted, lambda argv: "push" in argv), "the sync finished before it pushed"
     mailbox.send(b, sender="docs", to="web", subject="after")  # the next sync brings mail here, writing refs
     sync_now(b)
-    probe = (
-        "import sys\n"
-        "from gitmail.__main__ import main\n"
-        "sys.argv = ['gitmail', 'sync']\n"
-        "code = main()\n"
-        "print(code, 'gitmail.sync.engine' in sys.modules)\n"
-    )
-    runs = [
-        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=environment, cwd=tmp_path)
-        for _ in range(3)
-    ]
-    assert [run.stdout for run in runs] == ["0 True\n", "0 False\n", "0 False\n"], [run.stderr for run in runs]
+    runs = [loaded("sync", env=environment, cwd=tmp_path) for _ in range(3)]
+    assert [(done.returncode, "gitmail.sync.engine" in modules) for done, modules in runs] == [
+        (0, True),
+        (0, False),
+        (0, False),
+    ], [done.stderr for done, _ in runs]
 
 
 def test_a_change_made_here_since_the_last_sync_is_never_missed(
