@@ -25,7 +25,7 @@ from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import stdio_client
 from pydantic import FileUrl
 
-from gitmail import mailbox, render
+from gitmail import delivery, mailbox
 from gitmail.errors import GitmailError, UsageError
 from gitmail.mcp import roots, server, tools
 from gitmail.store.repository import Store
@@ -37,6 +37,7 @@ from tests.hooked import Session
 # Roots and resources/subscribe are what today's clients use, though deprecated for the 2026 protocol.
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
+LOCK_WAIT = 2.0  # seconds the server waits for the mailbox in the test that holds it
 CALL_WAIT = 30.0  # seconds any one request may take (a held lock makes a write wait 10)
 
 
@@ -165,7 +166,7 @@ def test_the_inbox_answer_keeps_within_the_hooks_budget(box: Store, web: Path) -
     mailbox.send(box, sender="api", to="web", subject="short", body="hello")
     who = roots.Who(RepoName("web"), web, "test")
     answer = tools.inbox(tools.Call(box, who), peek=True)
-    assert len(answer.text.encode()) <= render.BUDGET and answer.data is None
+    assert len(answer.text.encode()) <= delivery.BUDGETS["mcp"] and answer.data is None
     assert "too long to show here" in answer.text and "> hello" in answer.text
 
 
@@ -498,7 +499,9 @@ def test_two_clients_and_the_cli_at_once_lose_nothing(api: Path, web: Path, box:
 def test_a_held_lock_is_a_tool_error_after_a_bounded_wait_and_reads_go_on(
     api: Path, box: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GITMAIL_LOCK_WAIT", "2")  # the server's writes wait 2 s for the lock, not 10
+    monkeypatch.setenv(
+        "GITMAIL_LOCK_WAIT", str(LOCK_WAIT)
+    )  # the server's writes wait this for the lock, not WRITE_WAIT
     mailbox.send(box, sender="api", to="web", subject="first")
     held, release = threading.Event(), threading.Event()
 
@@ -530,7 +533,8 @@ def test_a_held_lock_is_a_tool_error_after_a_bounded_wait_and_reads_go_on(
                     assert not result
                 assert len(result) == 5
                 assert all("stayed locked by another gitmail process" in refused(r) for r in result)
-                assert 1.5 < time.monotonic() - start < 8  # each waited its 2 s at once, none behind another
+                waited = time.monotonic() - start
+                assert LOCK_WAIT <= waited < 2 * LOCK_WAIT, waited  # each waited its wait at once, none behind another
 
         anyio.run(scenario)
     finally:

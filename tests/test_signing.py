@@ -29,6 +29,7 @@ from gitmail.values.message import DOCUMENT_NAME, Message
 from gitmail.values.names import RepoName
 from gitmail.values.verdict import BAD, GOOD, NEW, PINNED, REVOKED, TRUSTED, UNSIGNED, Fact
 from tests.conftest import CliRunner, at, mailbox_snapshot, run_gitmail
+from tests.processes import loaded
 from tests.syncing import as_machine, bare_remote, git, git_daemon, sync_now
 from tests.syncing import machine as make_machine
 
@@ -525,27 +526,11 @@ def test_each_signature_is_checked_once_and_a_session_start_reads_what_was_kept(
     web = tmp_path / "server" / "work" / "web"
     web.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(web)], check=True)
-    out = tmp_path / "modules.json"
-    probe = (
-        "import atexit, json, sys\n"
-        f"atexit.register(lambda: open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
-        "from gitmail.__main__ import main\n"
-        "sys.argv = ['gitmail', 'hook', 'session-start']\n"
-        "sys.exit(main())\n"
-    )
     payload = json.dumps({"session_id": "s1", "cwd": str(web), "hook_event_name": "SessionStart"})
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        input=payload,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "GITMAIL_DIR": str(b.path)},
-        cwd=web,
-        timeout=60,
-    )
+    done, modules = loaded("hook", "session-start", stdin=payload, env={"GITMAIL_DIR": str(b.path)}, cwd=web)
     context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     assert f'(VERIFIED by the key {own_key(a).fingerprint} of machine "laptop")' in context
-    assert not {m for m in json.loads(out.read_text()) if m.split(".")[0] == "nacl"}
+    assert not {m for m in modules if m.split(".")[0] == "nacl"}
 
 
 def test_a_kept_fact_that_is_lost_or_garbled_is_checked_again(pair: tuple[Store, Store]) -> None:
