@@ -1,8 +1,9 @@
 """The package's shape: every import of every module (at the top, inside functions, and for typing only) goes to
-its own layer or one below, there is no import cycle anywhere, and no module uses another's private names. Layers,
-lowest first: the value types; the mailbox on disk; where a command works and the error edge; mail and sync over the
-store; text; the delivery policy; the action layer; the adapters and wings; the command line, which routes to them;
-the process's entry."""
+its own layer or one below, there is no import cycle anywhere, and no module uses another's private names; no two
+modules share a name, and the tests import them under their own; one rule says what an object id is. Layers, lowest
+first: the value types; the mailbox on disk; where a command works and the error edge; mail and sync over the store;
+text; the delivery policy; the action layer; the adapters and wings; the command line, which routes to them; the
+process's entry."""
 
 from __future__ import annotations
 
@@ -277,4 +278,38 @@ def test_the_alias_walk_sees_every_spelling(tmp_path: Path) -> None:
         "1: gitmail.web.httpd as view",
         "3: gitmail.sync.engine as sync",
         "8: gitmail.store.stamps.directory as stamps_directory",
+    ]
+
+
+# Where a 40-digit hexadecimal pattern is not the object-id rule: a patch's mbox line, a search of git's error text.
+NOT_THE_RULE = {"project.py": "From [0-9a-f]{40} Mon Sep", "store/catfile.py": r"\b[0-9a-f]{40}\b"}
+OID_RULE = re.compile(r"\{40\}|== 40\b|\b40 ==")
+
+
+def spelt_oid_rules(package: Path) -> list[str]:
+    """Every line outside values/ids.py that writes its own rule for an object id."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        name = str(path.relative_to(package))
+        if name == "values/ids.py":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if OID_RULE.search(line) and not (name in NOT_THE_RULE and NOT_THE_RULE[name] in line):
+                found.append(f"{name}:{number}: {line.strip()}")
+    return found
+
+
+def test_one_rule_says_what_an_object_id_is() -> None:
+    """values/ids.py's `is_oid` and `ObjectId.of` are the rule; a reader with its own (a regular expression, a
+    length) will one day disagree with it."""
+    assert spelt_oid_rules(PACKAGE) == []
+
+
+def test_the_object_id_walk_sees_a_rule_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "sync").mkdir()
+    (tmp_path / "sync" / "x.py").write_text('ok = re.fullmatch(r"[0-9a-f]{40}", o)\nfine = len(oid) == 40\n')
+    (tmp_path / "project.py").write_text('M = re.compile(rb"^From [0-9a-f]{40} Mon Sep 17")\n')
+    assert spelt_oid_rules(tmp_path) == [
+        'sync/x.py:1: ok = re.fullmatch(r"[0-9a-f]{40}", o)',
+        "sync/x.py:2: fine = len(oid) == 40",
     ]

@@ -18,7 +18,7 @@ from gitmail.store.files import write_atomically
 from gitmail.store.lock import GIT_LOCK_WAIT
 from gitmail.store.repository import Store
 from gitmail.store.writer import writing
-from gitmail.values.layout import ROOT, State, latest, locate
+from gitmail.values.layout import ROOT, State, annotated, latest, locate
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName
 from tests.conftest import WHEN
@@ -352,3 +352,10 @@ def test_a_file_written_atomically_in_pieces_lands_whole_or_not_at_all(tmp_path:
     assert target.read_bytes() == b"one two" and [p.name for p in folder.iterdir()] == ["out.html"]
     write_atomically(folder / "own", b"mine")
     assert (folder / "own").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_objects_a_notes_tree_annotates_are_read_from_its_paths_however_fanned_out() -> None:
+    oid = "0123456789abcdef0123456789abcdef01234567"
+    paths = [oid, f"{oid[:2]}/{oid[2:]}", f"{oid[:2]}/{oid[2:4]}/{oid[4:]}", "", "README", oid.upper(), oid[:39]]
+    assert annotated(paths) == [oid]
+    assert annotated(["f" * 40, "e" * 2 + "/" + "e" * 38]) == ["e" * 40, "f" * 40]
