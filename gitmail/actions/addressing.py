@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from gitmail import codex, delivery, mailbox, render, waking
 from gitmail.errors import GitmailError, UsageError
@@ -19,6 +18,12 @@ from gitmail.values.names import RepoName, name_problem
 from gitmail.values.phrase import Phrase
 from gitmail.values.session_info import Info, SessionView
 from gitmail.workspace import Actor, Session
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 Places = dict[str, tuple[str | None, str | None]]  # work trees already looked at: (worktree name, branch)

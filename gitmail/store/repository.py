@@ -18,7 +18,6 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
 from gitmail.store import catfile, gitcmd, gitconfig, lock, loose, refs, stamps
@@ -29,6 +28,7 @@ from gitmail.store.log import problem
 from gitmail.values.layout import NOTE_PLACES, ROOT, Located, locate, note_lines, note_specs
 from gitmail.values.names import RepoName, first_format_ref, from_address, nfd
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gitmail.store import history
 
