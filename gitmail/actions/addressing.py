@@ -4,7 +4,6 @@ names, who is here, the calling session, its name and card, and where a message 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 
 from gitmail import codex, delivery, mailbox, render, waking
@@ -15,6 +14,7 @@ from gitmail.values.address import HANDLE, Address
 from gitmail.values.mail import Pending
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
+from gitmail.values.patterns import lazy
 from gitmail.values.phrase import Phrase
 from gitmail.values.session_info import Info, SessionView
 from gitmail.workspace import Actor, Session
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 else:
     from gitmail.values.tuples import NamedTuple
 
-SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+SESSION_NAME = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 Places = dict[str, tuple[str | None, str | None]]  # work trees already looked at: (worktree name, branch)
 
 

@@ -8,9 +8,8 @@ into `machine=None`, so everything downstream knows one thing: None is this mach
 
 from __future__ import annotations
 
-import re
-
 from gitmail.values.ids import ID_PATTERN
+from gitmail.values.patterns import lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
 else:
     from gitmail.values.tuples import NamedTuple
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+NAME_PATTERN = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class Machine(NamedTuple):
