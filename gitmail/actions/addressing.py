@@ -4,9 +4,7 @@ names, who is here, the calling session, its name and card, and where a message 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from gitmail import codex, delivery, mailbox, render, waking
 from gitmail.errors import GitmailError, UsageError
@@ -16,11 +14,18 @@ from gitmail.values.address import HANDLE, Address
 from gitmail.values.mail import Pending
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
+from gitmail.values.patterns import lazy
 from gitmail.values.phrase import Phrase
 from gitmail.values.session_info import Info, SessionView
 from gitmail.workspace import Actor, Session
 
-SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
+
+SESSION_NAME = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 Places = dict[str, tuple[str | None, str | None]]  # work trees already looked at: (worktree name, branch)
 
 
