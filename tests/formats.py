@@ -54,6 +54,7 @@ def as_format_1(
             continue  # broadcasts, and refs written as format 1 already
         given = spelled.get(rest.rsplit("/", 1)[-1], name)
         moves.setdefault(given, []).append((ref, oid, f"{ROOT}{first_format_ref(given)}/{rest}"))
+    git(box, "config", "core.logAllRefUpdates", "always")  # formats 1 and 2 kept a reflog for every ref
     everything = [move for group in moves.values() for move in group]
     git(box, "update-ref", "--stdin", stdin="".join(f"delete {ref} {oid}\n" for ref, oid, _ in everything))
     for given in [*order, *sorted(set(moves) - set(order))]:
