@@ -6,7 +6,8 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 
 from gitmail.errors import UsageError
@@ -79,3 +80,22 @@ def send_as_format_1(box: Store, *, sender: str, to: str, subject: str, when: da
     with writing(box, actor=RepoName("test")) as writer:
         writer.apply([Change(ref, writer.commit(message), None)], "gitmail: written by format 1")
     return message.id, ref
+
+
+@contextmanager
+def writing_as_format_2(box: Store) -> Iterator[None]:
+    """Write into the mailbox as format 2 did: a reflog for every ref (`core.logAllRefUpdates = always`) and no
+    record of moves; gitmail.version 2 once done (so the next process that opens it migrates it)."""
+    from gitmail.store import moves
+
+    box.create()
+    git(box, "config", "core.logAllRefUpdates", "always")
+    git(box, "config", "gitmail.autoPack", "false")  # a format-2 mailbox was packed only under the lock, rarely
+    original = moves.record
+    moves.record = lambda *args, **kwargs: []  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        moves.record = original
+    git(box, "config", "gitmail.version", "2")
+    git(box, "config", "--unset", "gitmail.autoPack")

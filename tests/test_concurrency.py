@@ -28,7 +28,6 @@ PRELUDE = """
 import json, os, sys, time
 from gitmail import mailbox
 from gitmail.values.message import parse
-from gitmail.store import packing
 from gitmail.store.repository import Store
 from gitmail import actions
 from gitmail.values.names import RepoName

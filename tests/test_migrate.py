@@ -17,9 +17,10 @@ from gitmail.store import lock, migrate, moves
 from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import Store
 from gitmail.values.layout import ROOT, Change
+from gitmail.values.mail import status
 from gitmail.values.names import RepoName
 from tests.conftest import at
-from tests.formats import as_format_1, git, refs, send_as_format_1
+from tests.formats import as_format_1, git, refs, send_as_format_1, writing_as_format_2
 from tests.reading import inbox as read_inbox
 
 NFD = unicodedata.normalize("NFD", "données")
@@ -208,3 +209,44 @@ def test_processes_opening_it_at_once_migrate_it_once_and_lose_nothing(old: tupl
     fsck = subprocess.run(["git", "--git-dir", str(box.path), "fsck", "--no-dangling"], capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
     assert view(Store(box.path)) == before
+
+
+def test_a_format_2_mailbox_brings_its_reflogs_into_the_record_and_its_log_is_unchanged(box: Store) -> None:
+    with writing_as_format_2(box):
+        done = mailbox.send(box, sender="api", to="web", subject="to be done", when=at(0))
+        answered = mailbox.send(box, sender="api", to="web", subject="to be answered", when=at(1))
+        back = mailbox.send(box, sender="db", to="web", subject="to be reopened", when=at(2))
+        cast = mailbox.broadcast(box, sender="api", subject="to be retracted", when=at(3))
+        read_inbox(box, repo="web")  # delivered: receipts with their times
+        mailbox.done(box, repo="web", ids=[done.message.id, back.message.id])
+        mailbox.reply(box, sender="web", to_id=answered.message.id, body="ok")
+        mailbox.reopen(box, repo="web", message_id=back.message.id)
+        mailbox.retract(box, sender="api", message_id=cast.message.id)
+    assert version(box) == "2" and not git(box, "for-each-ref", "refs/gitmail-moves")
+    logged = {ref: git(box, "reflog", "show", "--date=unix", "--format=%gd%x09%gn%x09%gs", ref) for ref in refs(box)}
+    assert all(logged.values()) and len(logged) == 5
+    before = mailbox.log(Store(box.path), limit=None)
+    statuses = [(e.message.id, status(e)) for e in before]
+    assert {s.name for _, s in statuses} >= {"done", "replied", "retracted", "delivered"}
+
+    after = mailbox.log(open_mailbox(box.path), limit=None)
+    assert version(box) == str(migrate.VERSION)
+    assert list(after) == list(before) and [(e.message.id, status(e)) for e in after] == statuses
+    assert not (box.path / "logs" / "refs" / "gitmail").exists()
+    assert (box.path / "logs" / "refs" / "notes" / "gitmail-receipts").is_file()  # the notes refs keep theirs
+    recorded = {(m.ref, m.time, m.who, m.reason) for m in moves.history(box)}
+    for ref, text in logged.items():
+        for line in text.splitlines():
+            selector, who, reason = line.split("\t")
+            when = int(selector.rpartition("@{")[2].rstrip("}"))
+            assert (ref, when, who, reason) in recorded, line
+    assert git(box, "log", "--format=%s", "--grep", back.message.id, "refs/gitmail-moves").splitlines() == [
+        f"gitmail: web reopened {back.message.id}",
+        f"gitmail: web marked done {done.message.id} {back.message.id}",
+    ]
+    again = mailbox.send(open_mailbox(box.path), sender="api", to="web", subject="after", when=at(9))
+    assert (
+        moves.history(box, f"{ROOT}web/inbox/{again.message.id}")[0].reason == f"gitmail: api sent {again.message.id}"
+    )
+    assert not (box.path / "logs" / "refs" / "gitmail").exists()
+    assert subprocess.run(["git", "--git-dir", str(box.path), "fsck"], capture_output=True).returncode == 0

@@ -91,12 +91,13 @@ def main(argv: list[str]) -> int:
     """The detached packer: `MAILBOX [PACKING-LOCK-FD]`. Without the fd (run by hand) it takes the lock itself,
     and waits for a packer that runs."""
     store = Store(argv[0])
-    if len(argv) < 2:
-        held = os.open(store.own_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(held, fcntl.LOCK_EX)
+    held = int(argv[1]) if len(argv) > 1 else os.open(store.own_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
     try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # held already when handed over
         pack(store)
     except GitmailError as error:
         problem(store.path, f"packing was put off: {error}")
         return 1
+    finally:
+        os.close(held)
     return 0
