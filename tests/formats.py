@@ -92,7 +92,7 @@ def writing_as_format_2(box: Store) -> Iterator[None]:
     git(box, "config", "core.logAllRefUpdates", "always")
     git(box, "config", "gitmail.autoPack", "false")  # a format-2 mailbox was packed only under the lock, rarely
     original = moves.record
-    moves.record = lambda *args, **kwargs: []  # type: ignore[assignment]
+    moves.record = lambda *args, **kwargs: []
     try:
         yield
     finally:

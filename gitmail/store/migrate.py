@@ -112,13 +112,13 @@ def run(store: Store) -> bool:
 def _record_moves(writer: Writer) -> None:
     """Format 3: every reflog but the notes refs' in the record of moves (reflogs.py), then reflogs for the notes refs
     alone; then the mailbox packed, beside whoever writes next."""
-    from gitmail.store import packing, reflogs
+    from gitmail.store import moves, packing, reflogs
 
     setup.configure(writer.store.path, {"core.logAllRefUpdates": "true"})  # no new reflog from here on
     recorded = reflogs.into_moves(writer.store, writer.lock_fd)
     setup.configure(writer.store.path, {VERSION_KEY: str(VERSION)})
     if recorded:
-        problem(writer.store.path, f"brought {recorded} reflog entries into {reflogs.moves.MOVES_REF}")
+        problem(writer.store.path, f"brought {recorded} reflog entries into {moves.MOVES_REF}")
     if writer.store.flag(packing.SETTING):
         packing.start(writer.store)
 

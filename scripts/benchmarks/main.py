@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from . import __doc__ as about
-from . import attachments, concurrent, leases, mcp, moments, peers, reads, send, sessions, signing, sync, view
+from . import attachments, concurrent, disk, leases, mcp, moments, peers, reads, send, sessions, signing, sync, view
 from .fixtures import Sandbox, build_mailboxes, sandbox
 from .report import Report, add_ratios, as_json, machine_facts, markdown
 from .runner import WARMUPS, BenchError, Row, Settings, progress, summarise, timed
@@ -38,9 +38,10 @@ GROUPS = (  # in the order they run: each leaves the mailboxes with the 20 pendi
     Group("sync", sync.ROWS, sync.measure_sync),
     Group("signing", signing.ROWS, signing.measure_signing),
     Group("leases", leases.ROWS, leases.measure_leases),
+    Group("disk", disk.ROWS, disk.measure_disk),
 )
 BASELINE = "python -c pass"  # measured in every run, the floor under every row
-TABLE = ("send", "reads", "mcp", "view", "concurrent", "moments", "peers", "sessions", "sync", "signing", "leases")
+TABLE = ("send", "reads", "mcp", "view", "concurrent", "moments", "peers", "sessions", "sync", "signing", "leases", "disk")
 NAMES = tuple(group.name for group in GROUPS)
 
 
