@@ -30,7 +30,7 @@ from gitmail.store.repository import Store
 
 COUNTER = "unpacked"  # in gitmail/: one byte per write since refs were last packed
 LOCK = "packing"  # in gitmail/: held (flock) by the packer that runs
-PACK_AFTER = 20  # writes: ~100 loose objects (in as many folders) and ~20 loose refs at most, ~0.5 MB of disk
+PACK_AFTER = 10  # writes: ~50 loose objects (in as many folders) and ~10 loose refs at most, ~0.4 MB of disk
 SETTING = "autoPack"
 LOCK_WAIT = 30.0  # seconds the packer waits for the write lock before it gives up (the next writer starts another)
 PACKER = "import sys; from gitmail.store.packing import main; sys.exit(main(sys.argv[1:]))"

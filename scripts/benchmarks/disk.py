@@ -1,8 +1,8 @@
 """The disk group: what a mailbox takes on disk per message, as mail accumulates the way users make it. Messages are
 sent from `api` to `disk` and archived (`done`) one by one through the library, as the CLI writes them, with packing
-as it runs for users (store/packing.py: a detached packer every few writes); at 1,000 messages and at each archive
-size up to 10,000 (100,000 too when `--sizes` names it) the whole mailbox folder is measured as `du` counts it (4 KB
-blocks, folders included), once any packer that runs has finished. A row's time is a write's median (a send or a
+as it runs for users (store/packing.py: a detached packer every few writes); at each of `--disk-sizes` (1,000 and
+10,000; 100,000 written one by one takes hours on two cores) the whole mailbox folder is measured as `du` counts it
+(4 KB blocks, folders included), once any packer that runs has finished. A row's time is a write's median (a send or a
 done), its note the bytes per message."""
 
 from __future__ import annotations
@@ -18,13 +18,6 @@ from .fixtures import Sandbox
 from .runner import Row, Settings, progress
 
 ROWS = ("disk per message",)
-FIRST = 1000
-LIMIT = 10_000  # larger only when asked for: 100,000 messages written one by one take hours on two cores
-
-
-def sizes(settings: Settings) -> list[int]:
-    asked = {size for size in settings.sizes if size}
-    return sorted({FIRST, *(size for size in asked if size <= LIMIT or len(asked) == 1)})
 
 
 def disk(path: Path) -> int:
@@ -54,7 +47,7 @@ def measure_disk(box: Sandbox, settings: Settings) -> list[Row]:
     shutil.rmtree(path, ignore_errors=True)
     store = Store(path)
     rows, written, seconds = [], 0, []
-    for target in sizes(settings):
+    for target in settings.disk_sizes:
         while written < target:
             start = time.perf_counter()
             sent = api.send(store, sender="api", to="disk", subject=f"message {written}", body=f"line {written}\n" * 8)
