@@ -90,6 +90,10 @@ def pack(store: Store, *, wait: float = LOCK_WAIT) -> None:
 def main(argv: list[str]) -> int:
     """The detached packer: `MAILBOX [PACKING-LOCK-FD]`. Without the fd (run by hand) it takes the lock itself,
     and waits for a packer that runs."""
+    try:
+        os.nice(19)  # housekeeping: the sends and session starts beside it come first for the processor
+    except OSError:
+        pass
     store = Store(argv[0])
     held = int(argv[1]) if len(argv) > 1 else os.open(store.own_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
     try:
