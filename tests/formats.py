@@ -6,7 +6,8 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 
 from gitmail.errors import UsageError
@@ -54,6 +55,7 @@ def as_format_1(
             continue  # broadcasts, and refs written as format 1 already
         given = spelled.get(rest.rsplit("/", 1)[-1], name)
         moves.setdefault(given, []).append((ref, oid, f"{ROOT}{first_format_ref(given)}/{rest}"))
+    git(box, "config", "core.logAllRefUpdates", "always")  # formats 1 and 2 kept a reflog for every ref
     everything = [move for group in moves.values() for move in group]
     git(box, "update-ref", "--stdin", stdin="".join(f"delete {ref} {oid}\n" for ref, oid, _ in everything))
     for given in [*order, *sorted(set(moves) - set(order))]:
@@ -78,3 +80,22 @@ def send_as_format_1(box: Store, *, sender: str, to: str, subject: str, when: da
     with writing(box, actor=RepoName("test")) as writer:
         writer.apply([Change(ref, writer.commit(message), None)], "gitmail: written by format 1")
     return message.id, ref
+
+
+@contextmanager
+def writing_as_format_2(box: Store) -> Iterator[None]:
+    """Write into the mailbox as format 2 did: a reflog for every ref (`core.logAllRefUpdates = always`) and no
+    record of moves; gitmail.version 2 once done (so the next process that opens it migrates it)."""
+    from gitmail.store import moves
+
+    box.create()
+    git(box, "config", "core.logAllRefUpdates", "always")
+    git(box, "config", "gitmail.autoPack", "false")  # a format-2 mailbox was packed only under the lock, rarely
+    original = moves.record
+    moves.record = lambda *args, **kwargs: []
+    try:
+        yield
+    finally:
+        moves.record = original
+    git(box, "config", "gitmail.version", "2")
+    git(box, "config", "--unset", "gitmail.autoPack")

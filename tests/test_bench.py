@@ -50,6 +50,7 @@ QUIET_SYNC_ROWS = {
 }
 NEW_MAIL_SYNC_ROWS = {"gitmail sync pushing 10 new (git daemon)", "gitmail sync receiving 10 new (git daemon)"}
 ONE_REF_PER_MESSAGE = "git fetch, nothing new, one ref per message (git daemon)"
+DISK_ROWS = {"disk per message"}
 LEASE_ROWS = {
     "leases: python3 -c pass",
     "leases: before an edit, no lease in the repository",
@@ -89,16 +90,28 @@ def test_quick_benchmark_reports_every_row() -> None:
     report = json.loads(done.stdout)
     rows = report["rows"]
     sync_rows = QUIET_SYNC_ROWS | NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE, WHOLE_MAILBOX}
-    assert {
-        row["name"] for row in rows
-    } == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | PEER_ROWS | SESSION_ROWS | sync_rows | SIGNING_ROWS | LEASE_ROWS
+    assert (
+        {row["name"] for row in rows}
+        == TIMED_ROWS
+        | CONCURRENT_ROWS
+        | MOMENT_ROWS
+        | PEER_ROWS
+        | SESSION_ROWS
+        | sync_rows
+        | SIGNING_ROWS
+        | LEASE_ROWS
+        | (DISK_ROWS)
+    )
     assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
     sizes = report["settings"]["sizes"]
     assert sizes == [0, 1000]
     for name in ("inbox", "log -n 20", *HOOK_ROWS, "send", *MCP_ROWS, *VIEW_ROWS, *CONCURRENT_ROWS):
         assert sorted(row["archived"] for row in rows if row["name"] == name) == sizes, name
     single_size = NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE}  # measured at the largest size only: no ratio
+    single_size |= DISK_ROWS  # bytes per message at 100 sent and archived (--quick)
     assert all(row["ratio"] > 0 for row in rows if row["archived"] is not None and row["name"] not in single_size)
+    (disk,) = [row for row in rows if row["name"] in DISK_ROWS]
+    assert disk["archived"] == 100 and "bytes a message" in disk["note"]
 
     expected = report["settings"]["processes"] * report["settings"]["per_process"]
     concurrent = [row for row in rows if row["name"] in CONCURRENT_ROWS]

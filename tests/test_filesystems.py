@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
+from gitmail.store import moves
 from gitmail.store.repository import Store
 from gitmail.values.layout import ROOT
 from gitmail.values.names import RepoName
@@ -133,7 +134,7 @@ def test_a_format_1_mailbox_whose_names_shared_directories_is_sorted_out(
     migrated = Store(box.path)
     after = {name: [e.message.id for e in mailbox.log(migrated, repo=name)] for name in before}
     assert after == before
-    assert git(box, "config", "gitmail.version").strip() == "2"
+    assert git(box, "config", "gitmail.version").strip() == "3"
     assert sorted(refs(box)) == sorted(
         [
             f"{ROOT}%57eb/inbox/{sent[0].message.id}",
@@ -146,7 +147,8 @@ def test_a_format_1_mailbox_whose_names_shared_directories_is_sorted_out(
     )
     for directory in os.listdir(box.path / "refs" / "gitmail"):  # a new ref must not land in another's spelling
         assert directory.startswith("_") or RepoName.from_ref(directory).ref == directory
-    assert git(box, "reflog", "show", "--format=%gs", f"{ROOT}web/archive/{sent[1].message.id}").splitlines() == [
+    moved = moves.history(box, f"{ROOT}web/archive/{sent[1].message.id}")
+    assert sorted(m.reason for m in moved if "format" in m.reason) == [
         "gitmail: renamed for mailbox format 2",
         "gitmail: renamed for mailbox format 2",
         "gitmail: written by format 1",

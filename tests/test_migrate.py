@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from gitmail import mailbox
-from gitmail.store import lock, migrate
+from gitmail.store import lock, migrate, moves
 from gitmail.store.opening import open_mailbox
 from gitmail.store.repository import Store
 from gitmail.values.layout import ROOT, Change
+from gitmail.values.mail import status
 from gitmail.values.names import RepoName
 from tests.conftest import at
-from tests.formats import as_format_1, git, refs, send_as_format_1
+from tests.formats import as_format_1, git, refs, send_as_format_1, writing_as_format_2
 from tests.reading import inbox as read_inbox
 
 NFD = unicodedata.normalize("NFD", "données")
@@ -85,11 +86,12 @@ def test_the_format_is_read_from_the_gitmail_section_of_the_config(tmp_path: Pat
 
 def test_a_new_mailbox_is_of_the_current_format_and_is_never_migrated(box: Store) -> None:
     sent = mailbox.send(box, sender="api", to="Web", subject="hello")
-    assert version(box) == "2"
+    assert version(box) == str(migrate.VERSION)
     assert list(refs(box)) == [f"{ROOT}%57eb/inbox/{sent.message.id}"]
-    assert git(box, "reflog", "show", "--format=%gs", f"{ROOT}%57eb/inbox/{sent.message.id}").split("\n")[0] == (
+    assert [m.reason for m in moves.history(box, f"{ROOT}%57eb/inbox/{sent.message.id}")] == [
         f"gitmail: api sent {sent.message.id}"
-    )
+    ]
+    assert not (box.path / "logs" / "refs" / "gitmail").exists()
 
 
 def test_a_process_that_cannot_write_reads_a_format_1_mailbox_whole(
@@ -106,16 +108,16 @@ def test_a_process_that_cannot_write_reads_a_format_1_mailbox_whole(
 def test_the_first_process_that_can_write_migrates_it_once(old: tuple[Store, View]) -> None:
     box, before = old
     assert view(box) == before
-    assert version(box) == "2"
+    assert version(box) == str(migrate.VERSION)
     after = refs(box)
     assert all(canonical(ref) for ref in after), after
     assert not [ref for ref in after if "_migrating" in ref]
     archived = next(ref for ref in after if "/archive/" in ref)
     assert archived.startswith(f"{ROOT}%4Dy%20%41pp/archive/")
-    assert git(box, "reflog", "show", "--format=%gs", archived).splitlines() == [
-        "gitmail: renamed for mailbox format 2",
-        "gitmail: written by format 1",
-    ]
+    assert {"gitmail: renamed for mailbox format 2", "gitmail: written by format 1"} <= {
+        m.reason for m in moves.history(box, archived)
+    }
+    assert not (box.path / "logs" / "refs" / "gitmail").exists()
     renamed = set(os.listdir(box.path / "gitmail" / "stamps")) - {"_broadcast", "_claims"}
     assert {"%57eb", "web", "%4Dy%20%41pp", "donn%C3%A9es"} <= renamed
     assert all(canonical(f"{ROOT}{name}/inbox/0000000000") for name in renamed), renamed
@@ -147,7 +149,7 @@ def test_a_big_migration_goes_one_batch_per_process_and_reads_stay_whole(
         assert version(box) == "1"
         assert len(migrate.plan(box, False)[0]) == len(direct) - step
     assert view(Store(box.path)) == before
-    assert version(box) == "2"
+    assert version(box) == str(migrate.VERSION)
 
 
 def test_a_batch_a_killed_migration_left_half_done_is_finished(old: tuple[Store, View]) -> None:
@@ -158,7 +160,7 @@ def test_a_batch_a_killed_migration_left_half_done_is_finished(old: tuple[Store,
         [Change(first.to, first.oid, None), Change(first.ref, None, first.oid)], durable=True
     )
     assert view(box) == before
-    assert version(box) == "2" and all(canonical(ref) for ref in refs(box))
+    assert version(box) == str(migrate.VERSION) and all(canonical(ref) for ref in refs(box))
 
 
 def test_done_right_after_the_upgrade_archives_the_message(old: tuple[Store, View]) -> None:
@@ -199,7 +201,7 @@ def test_processes_opening_it_at_once_migrate_it_once_and_lose_nothing(old: tupl
         assert reader.returncode == 0, err
         shown = json.loads(out)
         assert [m["id"] for m in [*shown["directed"], *shown["broadcasts"]]] == before[name][0]
-    assert version(box) == "2"
+    assert version(box) == str(migrate.VERSION)
     after = refs(box)
     assert all(canonical(ref) for ref in after)
     ids = [ref.rsplit("/", 1)[1] for ref in after]
@@ -207,3 +209,44 @@ def test_processes_opening_it_at_once_migrate_it_once_and_lose_nothing(old: tupl
     fsck = subprocess.run(["git", "--git-dir", str(box.path), "fsck", "--no-dangling"], capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
     assert view(Store(box.path)) == before
+
+
+def test_a_format_2_mailbox_brings_its_reflogs_into_the_record_and_its_log_is_unchanged(box: Store) -> None:
+    with writing_as_format_2(box):
+        done = mailbox.send(box, sender="api", to="web", subject="to be done", when=at(0))
+        answered = mailbox.send(box, sender="api", to="web", subject="to be answered", when=at(1))
+        back = mailbox.send(box, sender="db", to="web", subject="to be reopened", when=at(2))
+        cast = mailbox.broadcast(box, sender="api", subject="to be retracted", when=at(3))
+        read_inbox(box, repo="web")  # delivered: receipts with their times
+        mailbox.done(box, repo="web", ids=[done.message.id, back.message.id])
+        mailbox.reply(box, sender="web", to_id=answered.message.id, body="ok")
+        mailbox.reopen(box, repo="web", message_id=back.message.id)
+        mailbox.retract(box, sender="api", message_id=cast.message.id)
+    assert version(box) == "2" and not git(box, "for-each-ref", "refs/gitmail-moves")
+    logged = {ref: git(box, "reflog", "show", "--date=unix", "--format=%gd%x09%gn%x09%gs", ref) for ref in refs(box)}
+    assert all(logged.values()) and len(logged) == 5
+    before = mailbox.log(Store(box.path), limit=None)
+    statuses = [(e.message.id, status(e)) for e in before]
+    assert {s.name for _, s in statuses} >= {"done", "replied", "retracted", "delivered"}
+
+    after = mailbox.log(open_mailbox(box.path), limit=None)
+    assert version(box) == str(migrate.VERSION)
+    assert list(after) == list(before) and [(e.message.id, status(e)) for e in after] == statuses
+    assert not (box.path / "logs" / "refs" / "gitmail").exists()
+    assert (box.path / "logs" / "refs" / "notes" / "gitmail-receipts").is_file()  # the notes refs keep theirs
+    recorded = {(m.ref, m.time, m.who, m.reason) for m in moves.history(box)}
+    for ref, text in logged.items():
+        for line in text.splitlines():
+            selector, who, reason = line.split("\t")
+            when = int(selector.rpartition("@{")[2].rstrip("}"))
+            assert (ref, when, who, reason) in recorded, line
+    assert git(box, "log", "--format=%s", "--grep", back.message.id, "refs/gitmail-moves").splitlines() == [
+        f"gitmail: web reopened {back.message.id}",
+        f"gitmail: web marked done {done.message.id} {back.message.id}",
+    ]
+    again = mailbox.send(open_mailbox(box.path), sender="api", to="web", subject="after", when=at(9))
+    assert (
+        moves.history(box, f"{ROOT}web/inbox/{again.message.id}")[0].reason == f"gitmail: api sent {again.message.id}"
+    )
+    assert not (box.path / "logs" / "refs" / "gitmail").exists()
+    assert subprocess.run(["git", "--git-dir", str(box.path), "fsck"], capture_output=True).returncode == 0

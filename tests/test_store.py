@@ -14,6 +14,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.errors import MailboxError
+from gitmail.store import packing
 from gitmail.store.files import write_atomically
 from gitmail.store.lock import GIT_LOCK_WAIT
 from gitmail.store.repository import Store
@@ -147,10 +148,10 @@ def test_a_held_lock_makes_a_writer_give_up_with_a_clear_error(box: Store) -> No
     mailbox.send(box, sender="api", to="web", subject="after")
 
 
-def test_packing_keeps_every_message_readable(box: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_packing_keeps_every_message_readable(box: Store) -> None:
     sent = [mailbox.send(box, sender="api", to="web", subject=f"m{i}") for i in range(5)]
-    monkeypatch.setattr("gitmail.store.writer.LOOSE_OBJECTS_BEFORE_PACKING", -1)
     mailbox.done(box, repo="web", ids=[sent[0].message.id])
+    packing.pack(box)
     assert (box.path / "packed-refs").read_text().count("refs/gitmail/") == 5
     assert list((box.path / "objects" / "pack").glob("*.pack"))
     assert not [p for p in (box.path / "objects").glob("??/*")]

@@ -16,7 +16,7 @@ import pytest
 
 from gitmail import mailbox, render
 from gitmail.errors import UsageError
-from gitmail.store import keys, machines
+from gitmail.store import keys, machines, moves
 from gitmail.store.claims import claim, load_claims
 from gitmail.store.repository import Store
 from gitmail.store.writer import writing
@@ -174,8 +174,8 @@ def test_archived_beats_pending_everywhere_and_never_comes_back(trio: tuple[Stor
         assert state_of(box, sent.message.id) is State.ARCHIVED
         whole(box)
     assert remote_places(remote)[sent.message.id][0] == f"refs/gitmail/web/archive/{sent.message.id}"
-    reflog = git(c.path, "reflog", "show", "--format=%gn %gs", f"refs/gitmail/web/archive/{sent.message.id}")
-    assert reflog.strip() == "gitmail-sync gitmail: sync from origin: 0 new, 1 moved"
+    moved = moves.history(c, f"refs/gitmail/web/archive/{sent.message.id}")
+    assert [(m.who, m.reason) for m in moved] == [("gitmail-sync", "gitmail: sync from origin: 0 new, 1 moved")]
 
 
 def test_archived_on_two_machines_while_apart_is_archived_once(trio: tuple[Store, Store, Store]) -> None:

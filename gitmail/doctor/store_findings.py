@@ -405,13 +405,15 @@ def outside_layout(store: Store) -> list[Finding]:
     own refs left them here."""
     from gitmail.store.keys import KEYS_NOTES
     from gitmail.store.lease_refs import is_lease_ref
+    from gitmail.store.moves import MOVES_REF
     from gitmail.sync.quick import SYNCED
     from gitmail.sync.remotes import TRACKING_ROOT, configured
     from gitmail.values.layout import SEEN_NOTES
     from gitmail.values.receipts import RECEIPTS_NOTES
 
     remotes = [f"{TRACKING_ROOT}{remote.name}/" for remote in configured(store)]
-    known = {SEEN_NOTES, RECEIPTS_NOTES, KEYS_NOTES} | {prefix + name for prefix in remotes for name in SYNCED}
+    known = {SEEN_NOTES, RECEIPTS_NOTES, KEYS_NOTES, MOVES_REF}
+    known |= {prefix + name for prefix in remotes for name in SYNCED}
     network = store.own_dir / "sync" / "fetch.git"
     foreign: list[str] = []
     dropped_by_sync = True  # every one is below a remote's tracking refs, which the next sync sets to what it uses

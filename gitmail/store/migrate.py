@@ -14,6 +14,9 @@ which of the names that differ only in case it was sent to. A ref whose new name
 in case cannot be renamed in one transaction there (both names lock the same file), nor be created while the
 other spelling's directory still exists (the file would land in it): it waits under refs/gitmail/_migrating/
 until everything else has moved, then takes its place.
+
+Format 3 keeps the moves of every ref but the notes refs in one record (moves.py) instead of a reflog per ref:
+migrating to it brings the old reflogs into that record (reflogs.py) and starts a packer.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from gitmail.values.names import RepoName, first_format_ref, name_problem
 VERSION_KEY = "gitmail.version"
 DIRECTORY_TRIES = 12  # of a batch whose directory the file system refuses for a moment (0.25 s apart)
 VERSION = int(MAILBOX_CONFIG[VERSION_KEY])
+RENAMED = 2  # the format from which refs have their names as now
 WAITING = ROOT + "_migrating/"  # refs that wait for their place (see above); '_' names are reserved
 BATCH = 100  # refs per transaction: each is a file written and synced, a few milliseconds apiece
 BUDGET = 1.0  # seconds one process spends renaming before it leaves the rest to the next one that opens the mailbox
@@ -58,7 +62,7 @@ def on_open(store: Store) -> None:
     too."""
     if version(store) >= VERSION:
         return
-    store.old_names = True
+    store.old_names = version(store) < RENAMED  # format 2 has every ref's name as now: only its reflogs to bring in
     import importlib.util
 
     if not store.writable() or importlib.util.find_spec("pygit2") is None:
@@ -68,7 +72,7 @@ def on_open(store: Store) -> None:
     except Exception as error:  # never worth failing a read for: reads still find every ref, the log says why
         problem(store.path, f"renaming refs to format {VERSION} was put off: {type(error).__name__}: {error}")
         return
-    store.old_names = not finished
+    store.old_names = store.old_names and not finished
 
 
 class Move(NamedTuple):
@@ -82,6 +86,9 @@ def run(store: Store) -> bool:
     with writing(store, actor=RepoName("gitmail"), deadline=Deadline(LOCK_WAIT)) as writer:
         if version(store) >= VERSION:
             return True  # another process finished it meanwhile
+        if version(store) >= RENAMED:  # format 2: only the reflogs to bring into the record of moves
+            _record_moves(writer)
+            return True
         budget = Deadline(BUDGET)
         direct, waiting = plan(store, folds_case(store.path))
         for done, batch in enumerate(_batches(direct), start=1):
@@ -96,10 +103,24 @@ def run(store: Store) -> bool:
         _normalise_claims(store)
         history.forget(store.path)  # its lines name repos as refs were spelled: rebuilt from the refs as now
         startcache.forget_all(store.path)
-        setup.configure(store.path, {VERSION_KEY: str(VERSION)})
         if direct or waiting:
             _pack_refs(writer)
+        _record_moves(writer)
     return True
+
+
+def _record_moves(writer: Writer) -> None:
+    """Format 3: every reflog but the notes refs' in the record of moves (reflogs.py), then reflogs for the notes refs
+    alone; then the mailbox packed, beside whoever writes next."""
+    from gitmail.store import moves, packing, reflogs
+
+    setup.configure(writer.store.path, {"core.logAllRefUpdates": "true"})  # no new reflog from here on
+    recorded = reflogs.into_moves(writer.store, writer.lock_fd)
+    setup.configure(writer.store.path, {VERSION_KEY: str(VERSION)})
+    if recorded:
+        problem(writer.store.path, f"brought {recorded} reflog entries into {moves.MOVES_REF}")
+    if writer.store.flag(packing.SETTING):
+        packing.start(writer.store)
 
 
 def plan(store: Store, folded: bool) -> tuple[list[Move], list[Move]]:
@@ -167,7 +188,7 @@ def _move(writer: Writer, moves: Sequence[Move]) -> None:
             changes.append(Change(move.ref, None, move.oid))
         for attempt in range(DIRECTORY_TRIES):
             try:
-                writer.apply(changes, f"gitmail: renamed for mailbox format {VERSION}")
+                writer.apply(changes, f"gitmail: renamed for mailbox format {RENAMED}")
                 break
             except GitFailed as failure:
                 # A case-insensitive file system can refuse `web/` for a moment after it removed `Web/` (seen with

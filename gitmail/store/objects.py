@@ -180,7 +180,10 @@ class Objects:
         """Make the names of every object written so far survive power loss (before any ref names them)."""
         try:
             for folder in sorted(self._folders):
-                sync_directory(self.path / "objects" / folder)
+                try:
+                    sync_directory(self.path / "objects" / folder)
+                except FileNotFoundError:  # packing.py packed its objects and removed the folder: they are in a pack
+                    pass
         except OSError as error:
             raise unwritable(self.path, error) from None
         self._folders.clear()

@@ -49,18 +49,22 @@ def resolve(mailbox: Path, refs: Iterable[str]) -> dict[str, str]:
 def listing(mailbox: Path, prefix: str, limit: int | None = None) -> dict[str, str]:
     """Every ref whose name starts with `prefix` (a folder: "refs/gitmail/web/inbox/"), with what it holds; with
     `limit`, the first that many of them by name."""
+    # Loose files first, packed-refs after: `git pack-refs` writes packed-refs before it removes the files it packed,
+    # so a ref packed meanwhile is in one or the other (read the other way round, it could be in neither).
+    loose: dict[str, str] = {}
+    folder = mailbox / prefix
+    if folder.is_dir():
+        for path in _files(folder):
+            oid = _loose(path)
+            if oid is not None:
+                loose[prefix + os.path.relpath(path, folder).replace(os.sep, "/")] = oid
     found: dict[str, str] = {}
     packed = _Packed(mailbox / "packed-refs")
     try:
         found.update(packed.under(prefix, limit))
     finally:
         packed.close()
-    folder = mailbox / prefix
-    if folder.is_dir():
-        for path in _files(folder):
-            oid = _loose(path)
-            if oid is not None:
-                found[prefix + os.path.relpath(path, folder).replace(os.sep, "/")] = oid
+    found.update(loose)  # a loose file overrides a packed line of the same ref
     if limit is not None and len(found) > limit:
         return dict(sorted(found.items())[:limit])
     return found

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from gitmail.errors import MailboxError
 from gitmail.store import integrity as check
-from gitmail.store import keys, lock, loose, migrate, refs, setup
+from gitmail.store import keys, lock, loose, migrate, moves, refs, setup
 from gitmail.store.integrity import DAMAGED_OBJECTS, DAMAGED_REFS, Inventory, Notes
 from gitmail.store.log import problem
 from gitmail.store.repository import Store, check_ownership
@@ -173,8 +173,8 @@ def mend_notes(store: Store, writer: Writer, notes: Notes) -> Change:
 def _mend_refs(store: Store, writer: Writer) -> list[Mended]:
     """Take out what git cannot read as refs (under the lock, before anything else is written: git stops on a bad
     packed-refs line): a copy of packed-refs is kept and the bad lines left out; a bad ref file is moved aside.
-    Each ref that then names nothing gets back the commit its reflog last gave it when the mailbox has that whole;
-    a message ref that cannot is set aside with a record of what it held."""
+    Each ref that then names nothing gets back the commit its reflog (or the record of moves) last gave it when the
+    mailbox has that whole; a message ref that cannot is set aside with a record of what it held."""
     files, lines = refs.broken(store.path)
     if not files and not lines:
         return []
@@ -204,7 +204,8 @@ def _mend_refs(store: Store, writer: Writer) -> list[Mended]:
     for ref in dict.fromkeys(lost):
         if refs.resolve(store.path, [ref]):
             continue  # a packed value it overrode, or a loose file a packed line was stale beside
-        before = next((new for _, new in reversed(reflog(store.path, ref)) if store.whole(new)), None)
+        given = [new for _, new in reflog(store.path, ref)] or [m.new for m in moves.history(store, ref) if m.new]
+        before = next((new for new in reversed(given) if store.whole(new)), None)
         if before is not None:
             changes.append(Change(ref, before, None))
             done.append(Mended(REF_GIVEN_BACK, ref, before))

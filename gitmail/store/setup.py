@@ -13,12 +13,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAILBOX_CONFIG = {
-    "core.logAllRefUpdates": "always",  # every ref move leaves a reflog entry
-    "gc.auto": "0",  # gitmail packs under its own lock; no git command may do it behind its back
-    "gc.reflogExpire": "never",  # the reflog is the record of who archived what, when
+    "core.logAllRefUpdates": "true",  # reflogs for the notes refs; a message's moves are in refs/gitmail-moves
+    "gc.auto": "0",  # gitmail packs itself (packing.py); no git command may do it behind its back
+    "gc.reflogExpire": "never",  # the notes refs' reflogs: what a repair goes back to
     "gc.reflogExpireUnreachable": "never",
     "notes.gitmail-seen.mergeStrategy": "cat_sort_uniq",  # seen-sets merge as a union on sync
-    "gitmail.version": "2",  # 2: names in NFC, refs spelled so that case-insensitive file systems keep them apart
+    # 2: names in NFC, refs spelled so that case-insensitive file systems keep them apart; 3: the record of moves
+    # in refs/gitmail-moves instead of a reflog per message ref
+    "gitmail.version": "3",
 }
 
 

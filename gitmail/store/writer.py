@@ -5,15 +5,13 @@ a journal a later writer replays if this one dies midway.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from gitmail.errors import MailboxError
-from gitmail.store import history, keys, lock, machines, objects, setup, stamps, transaction
+from gitmail.store import history, keys, lock, machines, moves, objects, packing, setup, stamps, transaction
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem, tell
 from gitmail.store.objects import Objects
@@ -27,8 +25,6 @@ if TYPE_CHECKING:
     from gitmail.values.outgoing import Outgoing
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName, from_address
-
-LOOSE_OBJECTS_BEFORE_PACKING = 27  # in the objects/17 sample: ~6,900 loose objects, git gc's own threshold
 
 
 @contextmanager
@@ -130,9 +126,11 @@ class Writer:
         changes = [*changes, *publication]
         if not changes:
             return
+        moved = moves.record(self.objects, changes, reason, self.actor)  # the record of moves, in the same transaction
         self.objects.settle()  # every object the refs will name is on disk before they name it
         journal = lock.Journal(self.store.own_dir)
-        journal.record(changes, durable=len(changes) > 1)
+        journal.record([*changes, *moved], durable=len(changes) > 1)
+        changes = [*changes, *moved]
         try:
             transaction.update_refs(
                 self.store.path, changes, reason, self.actor, self.lock_fd, self.deadline, verify=True
@@ -260,16 +258,6 @@ class Writer:
         return [Change(damaged_ref(ref), kept, None), Change(ref, None, oid)]
 
     def maintain(self) -> None:
-        """Pack loose objects and refs once enough have piled up (git gc's own measure), still under the lock."""
-        sample = self.store.path / "objects" / "17"
-        loose = len(os.listdir(sample)) if sample.is_dir() else 0
-        if not self._wrote or loose <= LOOSE_OBJECTS_BEFORE_PACKING:
-            return
-        # The git children share the lock, so it stays held even if this process dies before they finish.
-        waits = ("-c", f"core.packedRefsTimeout={int(lock.GIT_LOCK_WAIT * 1000)}")
-        try:
-            self.store.git(*waits, "pack-refs", "--all", "--prune", pass_fds=(self.lock_fd,))
-            # Geometric repacking rolls loose objects into packs while keeping the number of packs logarithmic.
-            self.store.git("repack", "-d", "-q", "--geometric=2", pass_fds=(self.lock_fd,))
-        except MailboxError as error:  # packing is housekeeping: the write itself has landed
-            problem(self.store.path, f"packing was put off: {error}")
+        """Count a write that wrote, still under the lock; enough of them start a packer (packing.py)."""
+        if self._wrote:
+            packing.counted(self.store)

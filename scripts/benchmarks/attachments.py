@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import zlib
 from collections.abc import Sequence
@@ -173,7 +174,18 @@ def session_starts(root: Path, runs: int) -> list[Record]:
 
 
 def kept(path: Path) -> int:
-    return sum(p.stat().st_size for p in (path / "objects").rglob("*") if p.is_file())
+    """Bytes of the objects a mailbox keeps, but for its record of moves (store/moves.py: a commit of a few hundred
+    bytes per write, which stays on its machine), so that what a sync brought is what it grew by."""
+    total = sum(p.stat().st_size for p in (path / "objects").rglob("*") if p.is_file())
+    listed = subprocess.run(
+        ["git", "--git-dir", str(path), "rev-list", "--objects", "refs/gitmail-moves", "--"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    for oid in {word for word in listed if len(word) == 40}:
+        loose = path / "objects" / oid[:2] / oid[2:]
+        total -= loose.stat().st_size if loose.is_file() else 0
+    return total
 
 
 def syncs(root: Path) -> list[Record]:
@@ -195,6 +207,8 @@ def syncs(root: Path) -> list[Record]:
             run(["git", "init", "-q"], cwd=repo, env=env)
             run([*gitmail(), "remote", "add", "origin", f"git://127.0.0.1:{port}/mail.git"], cwd=repo, env=env)
             machines[name] = (env, repo, home / ".gitmail" / "mail.git")
+            # Objects measured as they arrive: no packer folds them into packs meanwhile.
+            run(["git", "--git-dir", str(machines[name][2]), "config", "gitmail.autoPack", "false"], cwd=repo, env=env)
         laptop_repo, server_repo = machines["laptop"][1], machines["server"][1]
         for kind in ("random", "text"):
             data = content(kind)

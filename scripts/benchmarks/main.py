@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from . import __doc__ as about
-from . import attachments, concurrent, leases, mcp, moments, peers, reads, send, sessions, signing, sync, view
+from . import attachments, concurrent, disk, leases, mcp, moments, peers, reads, send, sessions, signing, sync, view
 from .fixtures import Sandbox, build_mailboxes, sandbox
 from .report import Report, add_ratios, as_json, machine_facts, markdown
 from .runner import WARMUPS, BenchError, Row, Settings, progress, summarise, timed
@@ -38,9 +38,23 @@ GROUPS = (  # in the order they run: each leaves the mailboxes with the 20 pendi
     Group("sync", sync.ROWS, sync.measure_sync),
     Group("signing", signing.ROWS, signing.measure_signing),
     Group("leases", leases.ROWS, leases.measure_leases),
+    Group("disk", disk.ROWS, disk.measure_disk),
 )
 BASELINE = "python -c pass"  # measured in every run, the floor under every row
-TABLE = ("send", "reads", "mcp", "view", "concurrent", "moments", "peers", "sessions", "sync", "signing", "leases")
+TABLE = (
+    "send",
+    "reads",
+    "mcp",
+    "view",
+    "concurrent",
+    "moments",
+    "peers",
+    "sessions",
+    "sync",
+    "signing",
+    "leases",
+    "disk",
+)
 NAMES = tuple(group.name for group in GROUPS)
 
 
@@ -62,6 +76,11 @@ def parse_settings(argv: Sequence[str]) -> Settings | list[str]:
     parser.add_argument("--per-process", type=int, help="messages per concurrent sender M (default 25; --quick: 5)")
     parser.add_argument("--concurrent-runs", type=int, help="timed bursts per concurrent row (default 3; --quick: 1)")
     parser.add_argument("--sync-runs", type=int, help="runs of the new-messages sync rows (default 7; --quick: 2)")
+    parser.add_argument(
+        "--disk-sizes",
+        type=sizes_list,
+        help="messages at which the disk group measures (default 1000,10000; --quick: 100)",
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run of well under a minute")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of Markdown")
     parser.add_argument("--only", help=f"measure only these groups, comma-separated ({', '.join(NAMES)})")
@@ -77,6 +96,7 @@ def parse_settings(argv: Sequence[str]) -> Settings | list[str]:
         per_process=args.per_process or (5 if quick else 25),
         concurrent_runs=args.concurrent_runs or (1 if quick else 3),
         sync_runs=args.sync_runs or (2 if quick else 7),
+        disk_sizes=sorted({*(args.disk_sizes or ([100] if quick else [1000, 10_000]))} - {0}),
         as_json=bool(args.json),
         groups=frozenset(args.only.split(",")) if args.only else frozenset(NAMES),
     )

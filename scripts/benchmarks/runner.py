@@ -33,6 +33,7 @@ class Settings:
     per_process: int
     concurrent_runs: int
     sync_runs: int
+    disk_sizes: list[int]  # messages sent and archived at which the disk group measures, ascending
     as_json: bool
     groups: frozenset[str]  # which groups of rows to measure
 

@@ -1,0 +1,90 @@
+"""The record of moves: one append-only chain of commits on `refs/gitmail-moves`, one commit per write that moved
+refs other than the notes refs, saying what moved, when, by whom and why. It is what the reflog of every message
+ref used to be (a reflog file per ref, 4 KB of disk each, never expired), in a form whose size follows the moves:
+a commit of a few hundred bytes that packs with the rest.
+
+The commit of a write moves in the same `git update-ref` transaction as the refs it records (writer.py), so the
+record and the move land together or not at all. Its tree is the empty tree; its message is the write's reason,
+then one line per ref it moved, as a reflog line starts: `<old id> <new id> <ref>`, zeros for none. Its author
+and committer are who made the write, at the time it was made. Plain git reads it:
+
+    git log refs/gitmail-moves --format='%ci %an %s'            # every write, newest first
+    git log refs/gitmail-moves --grep=7kq2m9x4ab --format=%B     # every move of one message
+
+The commit is not signed (it says nothing another machine needs to believe, and sync never sends it). The notes
+refs keep their reflogs (`core.logAllRefUpdates = true` logs refs/notes/ and nothing under refs/gitmail/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, NamedTuple
+
+from gitmail.values.layout import Change
+from gitmail.values.names import RepoName
+
+if TYPE_CHECKING:
+    from gitmail.store.objects import Objects
+    from gitmail.store.repository import Store
+
+MOVES_REF = "refs/gitmail-moves"
+NOTES = "refs/notes/"  # refs that keep a reflog of their own
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+NONE = "0" * 40
+
+
+def recorded(changes: Sequence[Change]) -> list[Change]:
+    """The changes the record keeps (not the notes refs', which have reflogs; not its own)."""
+    return [c for c in changes if c.ref != MOVES_REF and not c.ref.startswith(NOTES)]
+
+
+def record(objects: Objects, changes: Sequence[Change], reason: str, actor: RepoName) -> list[Change]:
+    """The change that adds these changes to the record (written as an object already), or [] when it keeps none
+    of them. Called under the lock, with the changes about to be applied."""
+    kept = recorded(changes)
+    if not kept:
+        return []
+    from gitmail.store.objects import ident
+
+    tip = objects.target(MOVES_REF)
+    tree = objects.write("tree", b"")  # the empty tree: written once (packing folds it in, then once more)
+    stamp = ident(actor, datetime.now(UTC))
+    parent = f"parent {tip}\n" if tip else ""
+    lines = "".join(f"{c.old or NONE} {c.new or NONE} {c.ref}\n" for c in kept)
+    subject = " ".join(reason.split()) or "gitmail: moved"
+    text = f"tree {tree}\n{parent}author {stamp}\ncommitter {stamp}\n\n{subject}\n\n{lines}"
+    return [Change(MOVES_REF, objects.write("commit", text.encode()), tip)]
+
+
+class Move(NamedTuple):
+    """One ref's move, as the record (or an old reflog) tells it."""
+
+    time: int  # unix seconds
+    who: str  # the name of who moved it
+    reason: str
+    ref: str
+    old: str | None
+    new: str | None
+
+
+def history(store: Store, ref: str | None = None) -> list[Move]:
+    """Every move the record holds (of `ref` alone, when given), oldest first; [] when there is no record."""
+    if not store.exists() or MOVES_REF not in store.targets([MOVES_REF]):
+        return []
+    grep = ["--fixed-strings", f"--grep= {ref}"] if ref else []
+    out = store.git("log", "--reverse", "--format=%ct%x00%an%x00%B%x01", *grep, MOVES_REF)
+    found = []
+    for entry in out.decode("utf-8", "replace").split("\x01"):
+        when, _, rest = entry.strip("\n").partition("\0")
+        who, _, body = rest.partition("\0")
+        if not when.isdigit():
+            continue
+        subject, _, lines = body.partition("\n\n")
+        for line in lines.splitlines():
+            parts = line.split(" ", 2)
+            if len(parts) == 3 and (ref is None or parts[2] == ref):
+                old, new, name = parts
+                found.append(Move(int(when), who, subject, name, None if old == NONE else old,
+                                  None if new == NONE else new))  # fmt: skip
+    return sorted(found, key=lambda move: move.time)  # as the moves were made (an imported reflog sits on top)
