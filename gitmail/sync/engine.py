@@ -28,7 +28,7 @@ from gitmail.store import gitcmd, machines
 from gitmail.store.files import unwritable
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
-from gitmail.sync import background, quick, reconcile, remotestate
+from gitmail.sync import background, leasestate, quick, reconcile, remotestate
 from gitmail.sync.quick import Record, fingerprint
 from gitmail.sync.remotes import (
     REMOTE_ROOT,
@@ -64,10 +64,15 @@ class Outcome(NamedTuple):
     set_aside: int = 0  # arrivals larger than gitmail sends, set aside unread (see the log and gitmail doctor)
     said: tuple[Move, ...] = ()  # of moved_here, each as recorded: which machine, shown here or not
     for_person: tuple[str, ...] = ()  # ids of the messages received that are for the person (@user)
+    leases_here: int = 0  # repositories whose leases of other machines came, changed or went here
+    leases_there: bool = False  # this machine's leases changed there
 
     @property
     def quiet(self) -> bool:
-        return not (self.received or self.moved_here or self.sent or self.moved_there or self.notes or self.set_aside)
+        return not (
+            self.received or self.moved_here or self.sent or self.moved_there or self.notes or self.set_aside
+            or self.leases_here or self.leases_there
+        )  # fmt: skip
 
 
 # -- the sync lock and what the last sync left ---------------------------------------------------------------
@@ -175,7 +180,7 @@ def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> l
                 results.append(sync(store, remote, lock_fd=fd))
             except SyncError as error:
                 results.append(error)
-    if any(isinstance(r, Outcome) and (r.received or r.moved_here) for r in results):
+    if any(isinstance(r, Outcome) and (r.received or r.moved_here or r.leases_here) for r in results):
         from gitmail import arrivals
 
         arrivals.prepare_starts(store, None)  # what sessions start with changed: their answers are made anew
@@ -233,10 +238,13 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 tips = _tracking(store, remote.name)
             try:
                 there = remotestate.read_remote(store, remote.name, tips)
+                leased = leasestate.read(store, remote.name, tips)
                 seen, plan = reconcile.reconcile(store, there, here, remote.name, since=before.get(STATE))
             except NotGitmail:
                 _restore_tracking(store, remote.name, before)
                 raise
+            leases_here, lease_update = leasestate.exchange(store, remote.name, leased, here)
+            updates = [*plan.updates, *([lease_update] if lease_update is not None else [])]
             outcome = outcome._replace(
                 received=outcome.received + len(seen.arrivals) - len(seen.oversized),
                 set_aside=outcome.set_aside + len(seen.oversized),
@@ -246,16 +254,17 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 notes=outcome.notes + seen.notes_here,
                 conflicts=len(seen.conflicts),
                 attempts=attempt,
+                leases_here=outcome.leases_here + leases_here,
             )
-            if not plan.updates:
+            if not updates:
                 record = Record(
                     remote.url, tips, fingerprint(store.path, settle=True), record.last_attempt, time.time()
                 )
                 return outcome
-            if _push(store, remote, plan.updates, lock_fd):
-                _record_pushed(store, remote.name, plan.updates)
+            if _push(store, remote, updates, lock_fd):
+                _record_pushed(store, remote.name, updates)
                 outcome = outcome._replace(sent=outcome.sent + plan.sent, moved_there=outcome.moved_there + plan.moved)
-                outcome = outcome._replace(notes=outcome.notes + plan.notes)
+                outcome = outcome._replace(notes=outcome.notes + plan.notes, leases_there=lease_update is not None)
                 tips = _tracking(store, remote.name)
                 record = Record(
                     remote.url, tips, fingerprint(store.path, settle=True), record.last_attempt, time.time()

@@ -32,8 +32,8 @@ FINE_RACY_SECONDS = 0.1
 SETTLE_SECONDS = 0.1  # the longest a sync that has just written refs waits for them to settle
 REMOTE_ROOT = "refs/gitmail-sync/"  # on a remote (see remotes.py)
 # The refs sync reads and writes below REMOTE_ROOT, and the only ones it lists or fetches: whatever else a remote
-# holds there is never brought here.
-SYNCED = ("state", "notes/gitmail-receipts", "notes/gitmail-seen", "notes/gitmail-keys")  # keys: store/keys.py
+# holds there is never brought here. Keys: store/keys.py; leases: sync/leasestate.py.
+SYNCED = ("state", "notes/gitmail-receipts", "notes/gitmail-seen", "notes/gitmail-keys", "leases")
 SETTINGS = "gitmail-remote"  # [gitmail-remote "<name>"] in the mailbox's config (see remotes.py)
 SYNC_DIR = os.path.join("gitmail", "sync")  # sync's own files in the mailbox
 TIMEOUT = 900.0  # seconds an ls-remote may take
