@@ -102,14 +102,43 @@ def listing(store: Store, repo: RepoName) -> list[Stored]:
 
 
 def repos(store: Store) -> list[RepoName]:
-    """The repositories that hold leases (running or not), by name."""
+    """The repositories that hold leases (running or not), by name: read from the ref files without a git process
+    (each repository's loose `leases/` folder, and the packed refs that name one), since sync asks at every run."""
     if not store.exists():
         return []
-    listed = store.git("for-each-ref", "--format=%(refname)", f"{ROOT}*/{ACTIVE}/*").decode(errors="replace")
-    found = set()
-    for ref in listed.splitlines():
+    names = set()
+    root = store.path / ROOT
+    try:
+        with os.scandir(root) as entries:
+            folders = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        folders = []
+    for name in folders:
         try:
-            found.add(RepoName.from_ref(ref[len(ROOT) :].split("/", 1)[0]))
+            with os.scandir(root / name / ACTIVE) as inside:
+                if any(not e.name.endswith(".lock") for e in inside):
+                    names.add(name)
+        except OSError:
+            continue
+    try:
+        with open(store.path / "packed-refs", "rb") as handle:
+            packed = handle.read()
+    except OSError:
+        packed = b""
+    marker, at = f"/{ACTIVE}/".encode(), 0
+    while (at := packed.find(marker, at)) >= 0:
+        start = packed.rfind(b"\n", 0, at) + 1
+        end = packed.find(b"\n", at)
+        line = packed[start : end if end >= 0 else len(packed)].decode(errors="replace")
+        ref = line.partition(" ")[2]
+        parts = ref[len(ROOT) :].split("/") if ref.startswith(ROOT) else []
+        if len(parts) == 3 and parts[1] == ACTIVE:
+            names.add(parts[0])
+        at = end if end >= 0 else len(packed)
+    found = set()
+    for name in names:
+        try:
+            found.add(RepoName.from_ref(name))
         except UsageError:
             continue
     return sorted(found)
