@@ -220,7 +220,7 @@ def reconcile(
         problem(store.path, f"sync with {remote}: {len(missing)} messages whose commits are missing here were not sent")
     updates = list(pushes)
     if sendable or seen.moves_there:
-        state = new_state(store, there, sendable, seen.moves_there, here)
+        state = new_state(store, there, sendable, seen.moves_there, here, remote)
         updates.append((REMOTE_ROOT + STATE, state, there.state))
     mail_notes = sum(1 for ref, _, _ in pushes if ref != f"{REMOTE_ROOT}{NOTES}{KEYS}")
     return seen, Plan(updates, len(sendable), len(seen.moves_there), mail_notes)

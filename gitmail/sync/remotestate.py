@@ -169,8 +169,10 @@ def new_state(
     additions: Sequence[Located],
     moves: Sequence[tuple[Located, Located]],
     here: Machine,
+    name: str,
 ) -> str:
-    """The remote's state with this machine's news: a commit on top of the remote's, reaching the new messages."""
+    """The remote's state with this machine's news: a commit on top of the remote's, reaching the new messages. Its
+    listing is kept as the last state read is (`_lines`), so the next sync compares with it by difference."""
     import tempfile
 
     identity = _identity(here)
@@ -198,7 +200,20 @@ def new_state(
         parents.append(within_reach)
     summary = f"gitmail sync from {here.name}: {len(additions)} new, {len(moves)} moved\n\nMachine: {here.field()}\n"
     flags = [f for p in parents for f in ("-p", p)]
-    return store.git("commit-tree", tree, *flags, "-m", summary, env=identity).decode().strip()
+    commit = store.git("commit-tree", tree, *flags, "-m", summary, env=identity).decode().strip()
+    entries = {_path_of(line): line for line in there.lines}
+    for old, _ in moves:
+        entries.pop(state_path(old), None)
+    entries.update({state_path(p): f"{p.ref} {p.oid}" for p in [*additions, *(new for _, new in moves)]})
+    _keep(store, name, commit, entries)
+    return commit
+
+
+def _path_of(line: str) -> str:
+    """Where a ref line (`refs/gitmail/<repo>/<folder>/<id> <commit>`) sits in a state's tree."""
+    ref = line[len(ROOT) : line.rfind(" ")]
+    folder, _, message_id = ref.rpartition("/")
+    return f"{folder}/{message_id[:2]}/{message_id}"
 
 
 def _carriers(store: Store, additions: Sequence[Located], identity: dict[str, str]) -> str | None:
