@@ -39,6 +39,7 @@ class RemoteState(NamedTuple):
     state: str | None  # the state commit
     lines: list[str]  # every message place in its state, as `for-each-ref` shows a ref here: "<ref> <commit>"
     notes: dict[str, str]  # notes ref name ("gitmail-seen") -> notes commit
+    places: dict[str, str] | None = None  # the same lines by their path in the state's tree
 
 
 def read_remote(store: Store, name: str, tips: dict[str, str]) -> RemoteState:
@@ -55,10 +56,11 @@ def read_remote(store: Store, name: str, tips: dict[str, str]) -> RemoteState:
         return RemoteState(None, [], notes)
     if store.read([f"{state}:{FORMAT_PATH}"], limit=len(FORMAT_TEXT))[0] != FORMAT_TEXT.encode():
         raise NotGitmail(name, f"{REMOTE_ROOT}{STATE} is not a gitmail sync state of a format this gitmail reads")
-    return RemoteState(state, _lines(store, name, state), notes)
+    places = _lines(store, name, state)
+    return RemoteState(state, list(places.values()), notes, places)
 
 
-def _lines(store: Store, name: str, state: str) -> list[str]:
+def _lines(store: Store, name: str, state: str) -> dict[str, str]:
     """Every message place the state lists. What the last state read listed is kept (gitmail/sync/<remote>.state:
     that state's id, then its lines), so a new state is compared with it by `git diff-tree`, which reads only the
     folders whose ids differ: ten new messages among 100,000 read a few small trees, not every entry. Without a
@@ -87,8 +89,9 @@ def _lines(store: Store, name: str, state: str) -> list[str]:
             if entry:
                 entries[path] = _entry(name, meta, path)
     entries.pop(FORMAT_PATH, None)
-    _keep(store, name, state, entries)
-    return list(entries.values())
+    if kept is None or kept[0] != state:
+        _keep(store, name, state, entries)
+    return entries
 
 
 def _kind(mode: str) -> str:
@@ -201,7 +204,7 @@ def new_state(
     summary = f"gitmail sync from {here.name}: {len(additions)} new, {len(moves)} moved\n\nMachine: {here.field()}\n"
     flags = [f for p in parents for f in ("-p", p)]
     commit = store.git("commit-tree", tree, *flags, "-m", summary, env=identity).decode().strip()
-    entries = {_path_of(line): line for line in there.lines}
+    entries = dict(there.places) if there.places is not None else {_path_of(line): line for line in there.lines}
     for old, _ in moves:
         entries.pop(state_path(old), None)
     entries.update({state_path(p): f"{p.ref} {p.oid}" for p in [*additions, *(new for _, new in moves)]})
