@@ -29,7 +29,13 @@ LAYERS = [
         "gitmail.sync.limits",
         "gitmail.arrivals",
     ],
-    ["gitmail.sync.remotestate", "gitmail.sync.reconcile", "gitmail.sync.engine", "gitmail.render"],
+    [
+        "gitmail.sync.remotestate",
+        "gitmail.sync.leasestate",
+        "gitmail.sync.reconcile",
+        "gitmail.sync.engine",
+        "gitmail.render",
+    ],
     ["gitmail.delivery", "gitmail.waking", "gitmail.guarding", "gitmail.notify"],
     ["gitmail.actions"],
     [

@@ -49,6 +49,7 @@ def run(name: str | None, *, quiet: bool = False, auto: bool = False) -> int:
     store = actions.open_mailbox()
     if auto:
         return engine.run_background(store)
+    engine.SETTLE_LATER = True  # the answer first; the wait for fresh ref files to settle after it
     failed = False
     for result in actions.sync(store, name, wait=LOCK_WAIT):
         if isinstance(result, SyncError):
@@ -58,6 +59,11 @@ def run(name: str | None, *, quiet: bool = False, auto: bool = False) -> int:
             say(describe(result))
             for line in told(result):
                 say(line)
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    engine.settle_later(store)
     return int(ExitCode.RUNTIME) if failed else int(ExitCode.OK)
 
 

@@ -49,6 +49,20 @@ def standing(store: Store, repo: RepoName, now: float | None = None) -> list[Sta
     return leases.standings([s.lease for s in found], time.time() if now is None else now, here=here, ended=ended)
 
 
+def held_here(store: Store, now: float | None = None) -> list[tuple[Lease, ObjectId]]:
+    """The leases taken on this machine that are in force now, in every repository, each with its latest record:
+    what sync sends of this machine's leases."""
+    here = machines.local_id(store)
+    found = []
+    for repo in lease_refs.repos(store):
+        stored = lease_refs.listing(store, repo)
+        records = {s.lease.id: s.oid for s in stored}
+        for state in _states(store, stored, time.time() if now is None else now):
+            if state.held and state.lease.machine is not None and state.lease.machine.id == here:
+                found.append((state.lease, records[state.lease.id]))
+    return found
+
+
 def take(
     store: Store,
     *,

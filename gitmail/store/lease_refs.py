@@ -3,6 +3,7 @@
 | ref | meaning |
 |---|---|
 | refs/gitmail/<repo>/leases/<key> | a lease on one pattern (its key: `lease.key`), at the commit of its latest record |
+| refs/gitmail/<repo>/leases/<key><machine> | the same, of another machine's lease (sync brought it): its id follows |
 | refs/gitmail/<repo>/leased/<id> | a lease that ended, at the commit that says how |
 
 A lease's record is a commit whose tree holds `lease.json` (values/lease.py); its renewals and its end are commits
@@ -58,8 +59,16 @@ def ended_ref(repo: RepoName, lease_id: str) -> str:
     return f"{ROOT}{repo.ref}/{ENDED}/{lease_id}"
 
 
-def ref_of(repo: RepoName, pattern: str) -> str:
-    return active_prefix(repo) + leases.key(pattern)
+def ref_of(repo: RepoName, pattern: str, machine: str = "") -> str:
+    """Where a lease on `pattern` is kept: taken here, under the pattern's key (so that takers here race for one
+    ref); of another `machine` (sync brought it), under the key and that machine's id, so that leases two machines
+    took on one pattern while apart are both kept, and readers decide which stands."""
+    return active_prefix(repo) + leases.key(pattern) + machine
+
+
+def foreign(ref: str) -> bool:
+    """Whether a running lease's ref is one sync keeps of another machine's lease."""
+    return len(ref.rpartition("/")[2]) > len(leases.key(""))
 
 
 def is_lease_ref(ref: str) -> bool:
@@ -89,21 +98,52 @@ def listing(store: Store, repo: RepoName) -> list[Stored]:
         except UsageError:
             continue
         refs = tuple(by_commit[oid])
-        if lease.repo != repo or any(ref not in {ref_of(repo, p) for p in lease.paths} for ref in refs):
+        machine = lease.machine.id if lease.machine is not None else ""
+        places = {ref_of(repo, p, machine if foreign(ref) else "") for p in lease.paths for ref in refs[:1]}
+        if lease.repo != repo or any(ref not in places for ref in refs):
             continue  # a record filed under another repository's or pattern's ref is not this one's
         stored.append(Stored(lease, commit, refs))
     return sorted(stored, key=lambda s: (s.lease.taken, s.lease.id))
 
 
 def repos(store: Store) -> list[RepoName]:
-    """The repositories that hold leases (running or not), by name."""
+    """The repositories that hold leases (running or not), by name: read from the ref files without a git process
+    (each repository's loose `leases/` folder, and the packed refs that name one), since sync asks at every run."""
     if not store.exists():
         return []
-    listed = store.git("for-each-ref", "--format=%(refname)", f"{ROOT}*/{ACTIVE}/*").decode(errors="replace")
-    found = set()
-    for ref in listed.splitlines():
+    names = set()
+    root = store.path / ROOT
+    try:
+        with os.scandir(root) as entries:
+            folders = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        folders = []
+    for name in folders:
         try:
-            found.add(RepoName.from_ref(ref[len(ROOT) :].split("/", 1)[0]))
+            with os.scandir(root / name / ACTIVE) as inside:
+                if any(not e.name.endswith(".lock") for e in inside):
+                    names.add(name)
+        except OSError:
+            continue
+    try:
+        with open(store.path / "packed-refs", "rb") as handle:
+            packed = handle.read()
+    except OSError:
+        packed = b""
+    marker, at = f"/{ACTIVE}/".encode(), 0
+    while (at := packed.find(marker, at)) >= 0:
+        start = packed.rfind(b"\n", 0, at) + 1
+        end = packed.find(b"\n", at)
+        line = packed[start : end if end >= 0 else len(packed)].decode(errors="replace")
+        ref = line.partition(" ")[2]
+        parts = ref[len(ROOT) :].split("/") if ref.startswith(ROOT) else []
+        if len(parts) == 3 and parts[1] == ACTIVE:
+            names.add(parts[0])
+        at = end if end >= 0 else len(packed)
+    found = set()
+    for name in names:
+        try:
+            found.add(RepoName.from_ref(name))
         except UsageError:
             continue
     return sorted(found)
@@ -113,29 +153,36 @@ def index_path(store: Store, repo: RepoName) -> str:
     return str(hookfiles.folder(store.path, hookfiles.STAMPS) / (repo.ref + INDEX_SUFFIX))
 
 
-def hook_line(lease: leases.Lease) -> str:
+def hook_line(lease: leases.Lease, here: str | None = None) -> str:
     """What hook.sh needs of one lease: its holder, then for each pattern the fixed pieces of its last named part
     (a file's name: a tool call names it whatever its directory, `orders.py` from inside `src/` too), tab-separated,
-    the patterns apart by `|`. A pattern whose pieces hook.sh could not look for is ALWAYS."""
+    the patterns apart by `|`. A pattern whose pieces hook.sh could not look for is ALWAYS. The holder of a lease
+    another machine holds (not `here`) is spelled with that machine's id, so that no session here is taken for it."""
+    holder = lease.holder or "-"
+    if lease.machine is not None and here is not None and lease.machine.id != here:
+        holder = f"{holder}@{lease.machine.id}"
     patterns = []
     for pattern in lease.paths:
         named = [part for part in pattern.split("/") if leases.literals(part)]
         pieces = leases.literals(named[-1]) if named else []
         if not pieces or any(c in piece for piece in pieces for c in '\t"\\|') or pieces == ["|"]:
-            return f"{lease.holder or '-'}\t{ALWAYS}"
+            return f"{holder}\t{ALWAYS}"
         patterns.append("\t".join(pieces))
-    return f"{lease.holder or '-'}\t" + "\t|\t".join(patterns)
+    return f"{holder}\t" + "\t|\t".join(patterns)
 
 
 def write_index(store: Store, repo: RepoName, running: Sequence[leases.Lease]) -> None:
     """The leases hook.sh must know of (empty when there are none: then no edit starts Python). The old index goes
     first, so one that cannot be written leaves none, and hook.sh asks Python: a failed write costs Python runs,
     never an edit let through."""
+    from gitmail.store.machines import local_id
+
     path = Path(index_path(store, repo))
+    here = local_id(store) if any(lease.machine is not None for lease in running) else None
     try:
         path.unlink(missing_ok=True)
         path.parent.mkdir(mode=0o700, exist_ok=True)
-        write_atomically(path, "".join(hook_line(lease) + "\n" for lease in running).encode(), durable=False)
+        write_atomically(path, "".join(hook_line(lease, here) + "\n" for lease in running).encode(), durable=False)
     except (OSError, Unwritable):
         pass
 

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitmail.errors import GitmailError, Unwritable, UsageError
-from gitmail.store import gitcmd, machines
+from gitmail.store import gitcmd, machines, refs
 from gitmail.store.files import unwritable
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
-from gitmail.sync import background, quick, reconcile, remotestate
+from gitmail.sync import background, leasestate, quick, reconcile, remotestate
 from gitmail.sync.quick import Record, fingerprint
 from gitmail.sync.remotes import (
     REMOTE_ROOT,
@@ -46,6 +46,10 @@ from gitmail.sync.remotes import (
 from gitmail.values.mail import Move
 
 ATTEMPTS = 8  # fetch, reconcile and push this often while other machines keep pushing in between
+# Whether a sync that has just written refs leaves waiting for them to settle to `settle_later` (the command line
+# sets it: its answer is printed first), and the fingerprints waiting, by remote.
+SETTLE_LATER = False
+_UNSETTLED: dict[str, str] = {}
 NETWORK_REPOSITORY = "fetch.git"  # in gitmail/sync/: where fetch and push run (see _network_repository)
 NETWORK_TIMEOUT = 900.0  # seconds a fetch or push may take before it is given up
 
@@ -64,10 +68,15 @@ class Outcome(NamedTuple):
     set_aside: int = 0  # arrivals larger than gitmail sends, set aside unread (see the log and gitmail doctor)
     said: tuple[Move, ...] = ()  # of moved_here, each as recorded: which machine, shown here or not
     for_person: tuple[str, ...] = ()  # ids of the messages received that are for the person (@user)
+    leases_here: int = 0  # repositories whose leases of other machines came, changed or went here
+    leases_there: bool = False  # this machine's leases changed there
 
     @property
     def quiet(self) -> bool:
-        return not (self.received or self.moved_here or self.sent or self.moved_there or self.notes or self.set_aside)
+        return not (
+            self.received or self.moved_here or self.sent or self.moved_there or self.notes or self.set_aside
+            or self.leases_here or self.leases_there
+        )  # fmt: skip
 
 
 # -- the sync lock and what the last sync left ---------------------------------------------------------------
@@ -82,6 +91,7 @@ def remove_remote(store: Store, name: str) -> None:
             _move_tracking(repository, remote.name, {})
         forget(store, remote.name)
         Path(Record.path(store.path, remote.name)).unlink(missing_ok=True)
+        remotestate.forget(store, remote.name)
 
 
 @contextmanager
@@ -175,7 +185,7 @@ def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> l
                 results.append(sync(store, remote, lock_fd=fd))
             except SyncError as error:
                 results.append(error)
-    if any(isinstance(r, Outcome) and (r.received or r.moved_here) for r in results):
+    if any(isinstance(r, Outcome) and (r.received or r.moved_here or r.leases_here) for r in results):
         from gitmail import arrivals
 
         arrivals.prepare_starts(store, None)  # what sessions start with changed: their answers are made anew
@@ -224,7 +234,7 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
             before = _tracking(store, remote.name)
             tips = before
             if attempt > 1:  # another machine pushed in between: what does the remote hold now?
-                listing = quick.advertised(store.path, remote.url, pass_fds=(lock_fd,))
+                listing = quick.advertised(store.path, remote.url, pass_fds=(lock_fd,), again=True)
                 if listing.returncode != 0:
                     raise SyncError(f"{remote.name}: cannot reach {redact(remote.url)}: {_reason(listing.stderr)}")
                 advertised = quick.tips(listing.stdout)
@@ -233,10 +243,13 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 tips = _tracking(store, remote.name)
             try:
                 there = remotestate.read_remote(store, remote.name, tips)
+                leased = leasestate.read(store, remote.name, tips)
                 seen, plan = reconcile.reconcile(store, there, here, remote.name, since=before.get(STATE))
             except NotGitmail:
                 _restore_tracking(store, remote.name, before)
                 raise
+            leases_here, lease_update = leasestate.exchange(store, remote.name, leased, here)
+            updates = [*plan.updates, *([lease_update] if lease_update is not None else [])]
             outcome = outcome._replace(
                 received=outcome.received + len(seen.arrivals) - len(seen.oversized),
                 set_aside=outcome.set_aside + len(seen.oversized),
@@ -246,20 +259,17 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 notes=outcome.notes + seen.notes_here,
                 conflicts=len(seen.conflicts),
                 attempts=attempt,
+                leases_here=outcome.leases_here + leases_here,
             )
-            if not plan.updates:
-                record = Record(
-                    remote.url, tips, fingerprint(store.path, settle=True), record.last_attempt, time.time()
-                )
+            if not updates:
+                record = Record(remote.url, tips, _settled(store, remote.name), record.last_attempt, time.time())
                 return outcome
-            if _push(store, remote, plan.updates, lock_fd):
-                _record_pushed(store, remote.name, plan.updates)
+            if _push(store, remote, updates, lock_fd):
+                _record_pushed(store, remote.name, updates)
                 outcome = outcome._replace(sent=outcome.sent + plan.sent, moved_there=outcome.moved_there + plan.moved)
-                outcome = outcome._replace(notes=outcome.notes + plan.notes)
+                outcome = outcome._replace(notes=outcome.notes + plan.notes, leases_there=lease_update is not None)
                 tips = _tracking(store, remote.name)
-                record = Record(
-                    remote.url, tips, fingerprint(store.path, settle=True), record.last_attempt, time.time()
-                )
+                record = Record(remote.url, tips, _settled(store, remote.name), record.last_attempt, time.time())
                 return outcome
             time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + _jitter()))
         raise SyncError(
@@ -271,6 +281,59 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
         raise
     finally:
         _save(record, store, remote.name)
+
+
+def _settled(store: Store, name: str) -> str | None:
+    """The fingerprint to record after a sync: the ref files as they are, once trustworthy. Refs written a moment
+    ago are waited for here, or (SETTLE_LATER) by `settle_later` once the answer is out."""
+    seen, wait = quick.unsettled(store.path)
+    if wait <= 0:
+        return seen
+    if SETTLE_LATER and wait <= quick.SETTLE_SECONDS:
+        _UNSETTLED[name] = seen
+        return None
+    return fingerprint(store.path, settle=True)
+
+
+def settle_later(store: Store) -> None:
+    """After the answer: a detached child waits for the refs the sync wrote to settle, and records their
+    fingerprint if nothing changed meanwhile, so that the next sync that finds nothing new takes the quick path."""
+    if not _UNSETTLED:
+        return
+    pending = dict(_UNSETTLED)
+    _UNSETTLED.clear()
+    try:
+        child = os.fork()
+    except OSError:
+        _settle(store, pending)
+        return
+    if child:
+        return
+    try:
+        os.setsid()
+        quiet = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(quiet, fd)
+        _settle(store, pending)
+    finally:
+        os._exit(0)
+
+
+def _settle(store: Store, pending: dict[str, str]) -> None:
+    """Record the settled fingerprint for each remote whose record still waits for it, under the sync lock (a sync
+    that holds it records its own), and only when the ref files are still as the sync left them."""
+    try:
+        with sync_lock(store, wait=None) as fd:
+            if fd is None:
+                return
+            found = fingerprint(store.path, settle=True)
+            for name, seen in pending.items():
+                record = Record.load(store.path, name)
+                if found is not None and found == seen and record.fingerprint is None:
+                    record.fingerprint = found
+                    record.save(store.path, name)
+    except GitmailError:
+        return
 
 
 def _jitter() -> float:
@@ -323,19 +386,13 @@ def _tracking(store: Store, name: str, repository: Path | None = None) -> dict[s
     repository (or `repository`) holds it."""
     prefix = f"{TRACKING_ROOT}{name}/"
     where = repository if repository is not None else _network_repository(store)
-    out = gitcmd.run(where, "for-each-ref", "--format=%(objectname) %(refname)", prefix).decode(errors="replace")
-    tips = {}
-    for line in out.splitlines():
-        oid, _, ref = line.partition(" ")
-        tips[ref[len(prefix) :]] = oid
-    return tips
+    return {ref[len(prefix) :]: oid for ref, oid in refs.listing(where, prefix).items()}
 
 
 def _move_tracking(repository: Path, name: str, tips: dict[str, str]) -> None:
     """Set a repository's tracking refs for a remote to `tips` (those not named there are deleted)."""
     prefix = f"{TRACKING_ROOT}{name}/"
-    out = gitcmd.run(repository, "for-each-ref", "--format=%(objectname) %(refname)", prefix)
-    held = {ref[len(prefix) :]: oid for oid, _, ref in (line.partition(" ") for line in out.decode().splitlines())}
+    held = {ref[len(prefix) :]: oid for ref, oid in refs.listing(repository, prefix).items()}
     commands = [
         f"update {prefix}{ref}\0{oid}\0{held.get(ref, '')}\0" for ref, oid in tips.items() if held.get(ref) != oid
     ]

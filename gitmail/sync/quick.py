@@ -33,8 +33,8 @@ FINE_RACY_SECONDS = 0.1
 SETTLE_SECONDS = 0.1  # the longest a sync that has just written refs waits for them to settle
 REMOTE_ROOT = "refs/gitmail-sync/"  # on a remote (see remotes.py)
 # The refs sync reads and writes below REMOTE_ROOT, and the only ones it lists or fetches: whatever else a remote
-# holds there is never brought here.
-SYNCED = ("state", "notes/gitmail-receipts", "notes/gitmail-seen", "notes/gitmail-keys")  # keys: store/keys.py
+# holds there is never brought here. Keys: store/keys.py; leases: sync/leasestate.py.
+SYNCED = ("state", "notes/gitmail-receipts", "notes/gitmail-seen", "notes/gitmail-keys", "leases")
 SETTINGS = "gitmail-remote"  # [gitmail-remote "<name>"] in the mailbox's config (see remotes.py)
 SYNC_DIR = os.path.join("gitmail", "sync")  # sync's own files in the mailbox
 TIMEOUT = 900.0  # seconds an ls-remote may take
@@ -132,6 +132,13 @@ def fingerprint(mailbox: str | os.PathLike[str], *, settle: bool = False) -> str
     return "\n".join(sorted(parts))
 
 
+def unsettled(mailbox: str | os.PathLike[str]) -> tuple[str, float]:
+    """The fingerprint as the ref files are now, and how many seconds until it can be trusted (0: at once)."""
+    parts, newest, coarse = _look(os.fspath(mailbox))
+    window = RACY_SECONDS if coarse else FINE_RACY_SECONDS
+    return "\n".join(sorted(parts)), max(0.0, newest + window - time.time())
+
+
 def _look(root: str) -> tuple[list[str], float, bool]:
     """The fingerprint's parts, the newest modification time among them, and whether every timestamp seen was a
     whole second (a coarse file system: FAT's are two seconds apart, HFS+'s one)."""
@@ -161,8 +168,19 @@ def _look(root: str) -> tuple[list[str], float, bool]:
     return parts, newest, coarse
 
 
-def advertised(mailbox: str | os.PathLike[str], url: str, pass_fds: Sequence[int] = ()) -> gitcmd.NetworkResult:
-    """`git ls-remote` of gitmail's refs on a remote (the caller reads the result with `tips`)."""
+# What `up_to_date` heard from each remote it asked and found not in step, by (mailbox, URL): the whole way that
+# follows in the same process takes it instead of asking again (one `ls-remote` per remote and sync).
+_HEARD: dict[tuple[str, str], gitcmd.NetworkResult] = {}
+
+
+def advertised(
+    mailbox: str | os.PathLike[str], url: str, pass_fds: Sequence[int] = (), *, again: bool = False
+) -> gitcmd.NetworkResult:
+    """`git ls-remote` of gitmail's refs on a remote (the caller reads the result with `tips`). Unless `again`,
+    what this process's quick check heard from it a moment ago, if it asked."""
+    heard = _HEARD.pop((os.path.realpath(mailbox), url), None)
+    if heard is not None and not again:
+        return heard
     refs = [REMOTE_ROOT + name for name in SYNCED]
     return gitcmd.run_network(mailbox, "ls-remote", url=url, refs=refs, pass_fds=pass_fds, timeout=TIMEOUT)
 
@@ -193,7 +211,9 @@ def up_to_date(name: str | None = None) -> list[str] | None:
         if record.rules != RULES or record.url != configured[remote] or record.fingerprint is None:
             return None
         listing = _ls_remote(mailbox, configured[remote])
-        if listing is None or not records[remote].in_step(configured[remote], tips(listing), mailbox):
+        if listing is None or not records[remote].in_step(configured[remote], tips(listing.stdout), mailbox):
+            if listing is not None:
+                _HEARD[(os.path.realpath(mailbox), configured[remote])] = listing
             return None
     now = time.time()
     try:
@@ -208,13 +228,13 @@ def up_to_date(name: str | None = None) -> list[str] | None:
     return chosen
 
 
-def _ls_remote(mailbox: str, url: str) -> bytes | None:
+def _ls_remote(mailbox: str, url: str) -> gitcmd.NetworkResult | None:
     """`advertised`'s listing; None on any failure (the whole way runs it again and reports why)."""
     try:
-        listing = advertised(mailbox, url)
+        listing = advertised(mailbox, url, again=True)
     except OSError:
         return None
-    return listing.stdout if listing.returncode == 0 else None
+    return listing if listing.returncode == 0 else None
 
 
 def _mailbox() -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from gitmail.store import gitcmd, keys, remotemoves, signatures, syncedreceipts
+from gitmail.store import gitcmd, keys, refs, remotemoves, signatures, syncedreceipts
 from gitmail.store.writer import writing
 from gitmail.sync.limits import over_attachment_limit
 from gitmail.sync.quick import SYNCED
@@ -115,8 +115,7 @@ class Plan(NamedTuple):
 def _compare(store: Store, there: RemoteState, remote: str) -> Comparison:
     """Compare as text first: at 100,000 messages nearly every line is the same on both sides, and only the ids
     of lines that differ are looked at as messages."""
-    out = store.git("for-each-ref", "--format=%(refname) %(objectname)", ROOT).decode(errors="replace")
-    local_lines = out.splitlines()
+    local_lines = [f"{ref} {oid}" for ref, oid in refs.listing(store.path, ROOT).items()]
     set_aside = {_id_of(line) for line in local_lines if line.startswith(OVERSIZED)}  # arrived too large, earlier
     local_set, remote_set = set(local_lines), set(there.lines)
     touched = {_id_of(line) for line in local_set.symmetric_difference(remote_set)}
@@ -170,12 +169,7 @@ def _by_id(lines: Iterable[str], ids: set[str]) -> dict[str, list[tuple[str, str
 
 def _compare_notes(store: Store, remote_notes: dict[str, str]) -> list[NotesStep]:
     synced = [NOTES_ROOT + ref[len(NOTES) :] for ref in SYNCED if ref.startswith(NOTES)]
-    out = store.git("for-each-ref", "--format=%(objectname) %(refname)", *synced)
-    local = {}
-    for line in out.decode(errors="replace").splitlines():
-        oid, _, ref = line.partition(" ")
-        if ref in synced:
-            local[ref[len(NOTES_ROOT) :]] = oid
+    local = {ref[len(NOTES_ROOT) :]: oid for ref, oid in refs.resolve(store.path, synced).items()}
     steps = []
     for name in sorted(local.keys() | remote_notes.keys()):
         mine, theirs = local.get(name), remote_notes.get(name)
@@ -226,7 +220,7 @@ def reconcile(
         problem(store.path, f"sync with {remote}: {len(missing)} messages whose commits are missing here were not sent")
     updates = list(pushes)
     if sendable or seen.moves_there:
-        state = new_state(store, there, sendable, seen.moves_there, here)
+        state = new_state(store, there, sendable, seen.moves_there, here, remote)
         updates.append((REMOTE_ROOT + STATE, state, there.state))
     mail_notes = sum(1 for ref, _, _ in pushes if ref != f"{REMOTE_ROOT}{NOTES}{KEYS}")
     return seen, Plan(updates, len(sendable), len(seen.moves_there), mail_notes)
@@ -238,14 +232,13 @@ def _still_absent(store: Store, arrivals: Sequence[Located]) -> bool:
     a retract deletes active/<id> before it creates retracted/<id>)."""
     if not arrivals:
         return True
-    refs = []
+    names = []
     for place in arrivals:
         if place.recipient is None:
-            refs += [state_prefix(State.BROADCAST) + place.id, state_prefix(State.RETRACTED) + place.id]
+            names += [state_prefix(State.BROADCAST) + place.id, state_prefix(State.RETRACTED) + place.id]
         else:
-            refs += [inbox_prefix(place.recipient) + place.id, archive_prefix(place.recipient) + place.id]
-    out = store.git("cat-file", "--batch-check=%(objectname)", stdin="".join(f"{r}\n" for r in refs).encode())
-    return all(line.endswith(" missing") for line in out.decode(errors="replace").splitlines())
+            names += [inbox_prefix(place.recipient) + place.id, archive_prefix(place.recipient) + place.id]
+    return not refs.resolve(store.path, names)
 
 
 def _apply(

@@ -3,8 +3,9 @@ on a remote and here.
 
 On a remote, refs/gitmail-sync/state holds every message's state and (through its parents) every message commit,
 and refs/gitmail-sync/notes/gitmail-seen, …/gitmail-receipts and …/gitmail-keys gitmail's notes refs
-(refs/notes/gitmail-seen, refs/notes/gitmail-receipts, refs/notes/gitmail-keys: the machines' public keys): those
-four (quick.SYNCED) and nothing else a remote holds are listed, fetched or pushed. Here, refs/gitmail-remotes/
+(refs/notes/gitmail-seen, refs/notes/gitmail-receipts, refs/notes/gitmail-keys: the machines' public keys), and
+refs/gitmail-sync/leases the leases each machine holds (leasestate.py): those five (quick.SYNCED) and nothing else a
+remote holds are listed, fetched or pushed. Here, refs/gitmail-remotes/
 <remote>/… hold what that remote held when last fetched or pushed: in gitmail/sync/fetch.git, where sync fetches,
 and mirrored into the mailbox.
 """

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from gitmail.store import gitcmd
 from gitmail.sync.quick import SYNCED
 from gitmail.sync.remotes import FORMAT_PATH, FORMAT_TEXT, NOTES, REMOTE_ROOT, STATE, NotGitmail
 from gitmail.values.layout import ROOT, Located
@@ -38,6 +39,7 @@ class RemoteState(NamedTuple):
     state: str | None  # the state commit
     lines: list[str]  # every message place in its state, as `for-each-ref` shows a ref here: "<ref> <commit>"
     notes: dict[str, str]  # notes ref name ("gitmail-seen") -> notes commit
+    places: dict[str, str] | None = None  # the same lines by their path in the state's tree
 
 
 def read_remote(store: Store, name: str, tips: dict[str, str]) -> RemoteState:
@@ -54,16 +56,92 @@ def read_remote(store: Store, name: str, tips: dict[str, str]) -> RemoteState:
         return RemoteState(None, [], notes)
     if store.read([f"{state}:{FORMAT_PATH}"], limit=len(FORMAT_TEXT))[0] != FORMAT_TEXT.encode():
         raise NotGitmail(name, f"{REMOTE_ROOT}{STATE} is not a gitmail sync state of a format this gitmail reads")
-    out = store.git("ls-tree", "-r", "-z", "--full-tree", state).decode(errors="replace")
-    lines = []
-    for entry in out.split("\0"):
-        meta, _, path = entry.partition("\t")
-        parts = path.split("/")
-        if len(parts) == 4 and meta.startswith("160000 commit ") and parts[2] == parts[3][:2]:
-            lines.append(f"{ROOT}{parts[0]}/{parts[1]}/{parts[3]} {meta[14:]}")
-        elif path != FORMAT_PATH and entry:
-            raise NotGitmail(name, f"an entry of its state is not a message: {path!r}")
-    return RemoteState(state, lines, notes)
+    places = _lines(store, name, state)
+    return RemoteState(state, list(places.values()), notes, places)
+
+
+def _lines(store: Store, name: str, state: str) -> dict[str, str]:
+    """Every message place the state lists. What the last state read listed is kept (gitmail/sync/<remote>.state:
+    that state's id, then its lines), so a new state is compared with it by `git diff-tree`, which reads only the
+    folders whose ids differ: ten new messages among 100,000 read a few small trees, not every entry. Without a
+    kept listing (or when its state is gone from here), the whole tree is listed."""
+    kept = _kept(store, name)
+    entries: dict[str, str] | None = None
+    if kept is not None and kept[0] == state:
+        entries = kept[1]
+    elif kept is not None:
+        try:
+            out = store.git("diff-tree", "-r", "-z", "--no-renames", kept[0], state)
+        except gitcmd.GitFailed:
+            out = None
+        if out is not None:
+            entries = dict(kept[1])
+            fields = out.decode(errors="replace").split("\0")
+            for meta, path in zip(fields[0:-1:2], fields[1::2], strict=True):
+                mode, oid = meta.split(" ")[1], meta.split(" ")[3]
+                entries.pop(path, None)
+                if mode != "000000":
+                    entries[path] = _entry(name, f"{mode} {_kind(mode)} {oid}", path)
+    if entries is None:
+        entries = {}
+        for entry in store.git("ls-tree", "-r", "-z", "--full-tree", state).decode(errors="replace").split("\0"):
+            meta, _, path = entry.partition("\t")
+            if entry:
+                entries[path] = _entry(name, meta, path)
+    entries.pop(FORMAT_PATH, None)
+    if kept is None or kept[0] != state:
+        _keep(store, name, state, entries)
+    return entries
+
+
+def _kind(mode: str) -> str:
+    return {"160000": "commit", "040000": "tree"}.get(mode, "blob")
+
+
+def _entry(name: str, meta: str, path: str) -> str:
+    """One place of the state's tree as a ref line (`<ref> <commit>`); NotGitmail for anything but a message's."""
+    parts = path.split("/")
+    if len(parts) == 4 and meta.startswith("160000 commit ") and parts[2] == parts[3][:2]:
+        return f"{ROOT}{parts[0]}/{parts[1]}/{parts[3]} {meta[14:]}"
+    if path == FORMAT_PATH:
+        return ""
+    raise NotGitmail(name, f"an entry of its state is not a message: {path!r}")
+
+
+def _kept_path(store: Store, name: str) -> Path:
+    return store.own_dir / "sync" / f"{name}.state"
+
+
+def forget(store: Store, name: str) -> None:
+    """The listing kept of a remote's state goes with the remote."""
+    _kept_path(store, name).unlink(missing_ok=True)
+
+
+def _kept(store: Store, name: str) -> tuple[str, dict[str, str]] | None:
+    try:
+        text = _kept_path(store, name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    head, _, rest = text.partition("\n")
+    if len(head) != 40 or not rest.endswith("\n"):
+        return None  # torn, or not one: listed whole
+    entries = {}
+    for line in rest.splitlines():
+        path, _, ref_line = line.partition("\t")
+        entries[path] = ref_line
+    return head, entries
+
+
+def _keep(store: Store, name: str, state: str, entries: dict[str, str]) -> None:
+    """Kept whole or not at all, never synced to disk: losing it costs one full listing."""
+    from gitmail.errors import Unwritable
+    from gitmail.store.files import write_atomically
+
+    text = state + "\n" + "".join(f"{path}\t{line}\n" for path, line in entries.items())
+    try:
+        write_atomically(_kept_path(store, name), text.encode(), durable=False)
+    except (OSError, Unwritable):
+        return
 
 
 def object_info(store: Store, specs: Sequence[str]) -> dict[str, tuple[str, int]]:
@@ -94,8 +172,10 @@ def new_state(
     additions: Sequence[Located],
     moves: Sequence[tuple[Located, Located]],
     here: Machine,
+    name: str,
 ) -> str:
-    """The remote's state with this machine's news: a commit on top of the remote's, reaching the new messages."""
+    """The remote's state with this machine's news: a commit on top of the remote's, reaching the new messages. Its
+    listing is kept as the last state read is (`_lines`), so the next sync compares with it by difference."""
     import tempfile
 
     identity = _identity(here)
@@ -123,7 +203,20 @@ def new_state(
         parents.append(within_reach)
     summary = f"gitmail sync from {here.name}: {len(additions)} new, {len(moves)} moved\n\nMachine: {here.field()}\n"
     flags = [f for p in parents for f in ("-p", p)]
-    return store.git("commit-tree", tree, *flags, "-m", summary, env=identity).decode().strip()
+    commit = store.git("commit-tree", tree, *flags, "-m", summary, env=identity).decode().strip()
+    entries = dict(there.places) if there.places is not None else {_path_of(line): line for line in there.lines}
+    for old, _ in moves:
+        entries.pop(state_path(old), None)
+    entries.update({state_path(p): f"{p.ref} {p.oid}" for p in [*additions, *(new for _, new in moves)]})
+    _keep(store, name, commit, entries)
+    return commit
+
+
+def _path_of(line: str) -> str:
+    """Where a ref line (`refs/gitmail/<repo>/<folder>/<id> <commit>`) sits in a state's tree."""
+    ref = line[len(ROOT) : line.rfind(" ")]
+    folder, _, message_id = ref.rpartition("/")
+    return f"{folder}/{message_id[:2]}/{message_id}"
 
 
 def _carriers(store: Store, additions: Sequence[Located], identity: dict[str, str]) -> str | None:
