@@ -82,3 +82,21 @@ def test_sync_imports_no_command_line_library(web: Path, box: Store, tmp_path: P
     modules = imported("sync", cwd=web)
     assert {"gitmail.cli.sync", "gitmail.sync.engine"} <= modules
     assert not {m for m in modules if m.split(".")[0] in ("typer", "click", "rich")}
+
+
+def test_a_send_to_a_repository_imports_only_what_it_runs(api: Path, web: Path, box: Store) -> None:
+    """The commonest send (to a repository, nothing attached) runs on the lean path: no command-line library, and
+    none of the modules only sessions as addresses, attachments or waking use."""
+    mailbox.send(box, sender="api", to="web", subject="web is known")
+    modules = imported("send", "--to", "web", "-s", "hello", "-m", "body", cwd=api)
+    assert "gitmail.store.writer" in modules  # it did send
+    unused = {
+        "gitmail.actions.attaching",
+        "gitmail.codex",
+        "gitmail.delivery",
+        "gitmail.waking",
+        "gitmail.store.sessions",
+        "gitmail.values.session_info",
+    }
+    assert not modules & unused
+    assert not {m for m in modules if m.split(".")[0] in ("typer", "click", "rich", "pygit2", "frontmatter", "yaml")}

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gitmail import edge
+from gitmail import actions, edge
 from gitmail.cli import commands, key_commands, lease_commands, mail_commands, sync_commands, wings
 from gitmail.errors import ExitCode, UsageError
 
@@ -70,7 +70,7 @@ def optional_values(command: Any, argv: list[str]) -> list[str]:
     words, at = list(argv), 1
     while at < len(words) and words[at] != "--":
         if words[at] == "--patch" and (at + 1 == len(words) or (words[at + 1][:1] == "-" and len(words[at + 1]) > 1)):
-            words[at] = f"--patch={commands.UNCOMMITTED}"
+            words[at] = f"--patch={actions.UNCOMMITTED}"
         elif words[at] in taking:
             at += 1  # its value, even one that looks like an option
         at += 1

@@ -73,9 +73,6 @@ def body(message: str | None) -> bytes:
     return sys.stdin.buffer.read(MAX_BODY_BYTES + 1)  # enough to tell an oversized body, never unbounded
 
 
-UNCOMMITTED = actions.UNCOMMITTED  # `--patch` alone
-
-
 def send(
     *,
     to: str | None,

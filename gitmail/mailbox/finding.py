@@ -131,11 +131,7 @@ def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
 def known(store: Store, repo: RepoName) -> bool:
     """Whether any repo of this name has used the mailbox (read or received mail) before."""
     # Cheapest first: the archive can hold many thousand refs, and listing them is what costs.
-    return (
-        repo in load_claims(store)
-        or bool(store.refs(inbox_prefix(repo), count=1))
-        or bool(store.refs(archive_prefix(repo), count=1))
-    )
+    return repo in load_claims(store) or store.holds_refs(inbox_prefix(repo), archive_prefix(repo))
 
 
 def oldest_first(entries: list[Entry]) -> list[Entry]:
