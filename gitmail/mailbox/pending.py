@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from gitmail.store import syncedreceipts
+from gitmail.store import pendingindex, syncedreceipts
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
 from gitmail.store.machines import local_id as _local_id
@@ -14,6 +14,7 @@ from gitmail.store.repository import WRITE_WAIT, Store
 from gitmail.values import receipts
 from gitmail.values.layout import (
     SEEN_NOTES,
+    Located,
     State,
     inbox_prefix,
     state_prefix,
@@ -65,9 +66,13 @@ def pending(
         SEEN_NOTES: [p.oid for p in places if p.state is State.BROADCAST],
         RECEIPTS_NOTES: [p.oid for p in receipted_places],
     }
-    specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places]
-    documents, noted = store.read_with_notes(specs, notes, limit=MAX_DOCUMENT_BYTES)  # nothing larger is read
+    held = _indexed(store, places)
+    indexed = {oid: record for records in held.values() for oid, record in records.items()}
+    specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places if p.oid not in indexed]
+    read, noted = store.read_with_notes(specs, notes, limit=MAX_DOCUMENT_BYTES)  # nothing larger is read
+    documents = _documents(places, indexed, read)
     entries, unreadable = parsed(places, documents, Here(store))
+    _index(store, held, places, documents, entries)
     seen = noted[SEEN_NOTES]
     here = _local_id(store) if receipted_places else None
     made_up = syncedreceipts.load(store)  # what sync brought in claiming this machine's showings
@@ -88,6 +93,50 @@ def pending(
         and me not in seen[e.oid]
     ]
     return Pending(me, oldest_first(directed), oldest_first(broadcasts), unreadable, receipted=receipted)
+
+
+def _prefix(place: Located) -> str:
+    return place.ref[: -len(place.id)]
+
+
+def _indexed(store: Store, places: Sequence[Located]) -> dict[str, dict[str, pendingindex.Record]]:
+    """What the pending index holds for the folders of these places: one file per folder, records by commit."""
+    if not places or store.old_names:
+        return {}
+    return {prefix: pendingindex.load(store.own_dir, prefix) for prefix in dict.fromkeys(map(_prefix, places))}
+
+
+def _documents(
+    places: Sequence[Located], indexed: Mapping[str, pendingindex.Record], read: Sequence[bytes | None]
+) -> list[bytes | None]:
+    """Each place's document: its record's where the index has one, else as read from its objects (in order)."""
+    from_objects = iter(read)
+    return [indexed[p.oid][7] if p.oid in indexed else next(from_objects) for p in places]
+
+
+def _index(
+    store: Store,
+    held: Mapping[str, Mapping[str, pendingindex.Record]],
+    places: Sequence[Located],
+    documents: Sequence[bytes | None],
+    entries: Sequence[Entry],
+) -> None:
+    """Mend the pending index where it disagreed with the refs: add what was read from objects (and could be
+    parsed), drop what no ref names any more. A mailbox this process cannot write keeps its index as it is."""
+    if not places or store.old_names or not store.writable():
+        return
+    parsed_by_oid = {e.oid: e.message for e in entries}
+    by_prefix: dict[str, list[tuple[Located, bytes | None]]] = {}
+    for place, document in zip(places, documents, strict=True):
+        by_prefix.setdefault(_prefix(place), []).append((place, document))
+    for prefix, found in by_prefix.items():
+        records = held.get(prefix, {})
+        added: dict[str, pendingindex.Record] = {
+            str(place.oid): pendingindex.record_of(message, document)
+            for place, document in found
+            if place.oid not in records and document is not None and (message := parsed_by_oid.get(place.oid))
+        }
+        pendingindex.kept(store.own_dir, prefix, records, [p.oid for p, _ in found], added)
 
 
 def record_shown(
