@@ -144,3 +144,40 @@ def test_a_record_that_does_not_match_its_folder_is_not_used(box: Store) -> None
     os.replace(pendingindex.path(box.own_dir, WEB), pendingindex.path(box.own_dir, other))
     assert pendingindex.load(box.own_dir, other) == {}  # it names the folder it was made for
     assert pending_ids(box) == [sent.message.id]
+
+
+def without_index(store: Store) -> list[object]:
+    """The pending entries as the objects give them (the index set aside for the read, then put back)."""
+    index = pendingindex.path(store.own_dir, WEB)
+    saved = index.read_bytes()
+    index.unlink()
+    try:
+        return list(mailbox.pending(store, repo="web").directed)
+    finally:
+        index.write_bytes(saved)
+
+
+def test_every_field_a_message_has_is_read_from_the_index_as_its_document_gives_it(box: Store) -> None:
+    mailbox.send(
+        box, sender="api", to="web", subject="for one session", body="body\n", from_session="claude:" + "a" * 36,
+        to_session="codex:" + "b" * 36, to_handle="otter", urgency="low",
+    )  # fmt: skip
+    back = mailbox.send(box, sender="web", to="api", subject="back")
+    mailbox.reply(box, sender="api", to_id=back.message.id, body="an answer")  # to web, threaded
+    first = list(mailbox.pending(box, repo="web").directed)
+    assert [e.message.reply_to for e in first] == [None, back.message.id]
+    assert first[0].message.to_handle == "otter" and first[0].message.urgency == "low"
+    assert len(first) == 2 and all(record[8] is not None for record in pendingindex.load(box.own_dir, WEB).values())
+    assert list(mailbox.pending(box, repo="web").directed) == first == without_index(box)
+
+
+def test_mail_from_another_machine_reads_from_the_index_as_from_its_objects(tmp_path: Path) -> None:
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    laptop, server = machine(tmp_path, "laptop", str(remote)), machine(tmp_path, "server", str(remote))
+    mailbox.send(laptop, sender="api", to="web", subject="from the laptop")
+    sync_now(laptop)
+    sync_now(server)
+    first = list(mailbox.pending(server, repo="web").directed)
+    assert first[0].message.machine is not None  # it says where it came from
+    assert list(mailbox.pending(server, repo="web").directed) == first == without_index(server)

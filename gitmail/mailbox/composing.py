@@ -72,7 +72,7 @@ def send(
                 [Change(inbox_prefix(recipient) + message.id, oid, None)],
                 f"gitmail: {message.sender} sent {message.id}",
             )
-            pendingindex.written(writer, inbox_prefix(recipient), oid, message)
+            pendingindex.written(writer, inbox_prefix(recipient), oid)
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -158,7 +158,7 @@ def reply(
             record = receipts.Record(receipts.REPLIED, str(me), message.date, reply=message.id)
             changes += receipts_change(writer, {original.oid: [record]}, me)
             writer.apply(changes, f"gitmail: {me} replied to {first.id} with {message.id}")
-            pendingindex.written(writer, inbox_prefix(recipient), oid, message)
+            pendingindex.written(writer, inbox_prefix(recipient), oid)
     return Entry(message, State.PENDING, oid, recipient)
 
 

@@ -3,7 +3,7 @@ another machine vouches for it; whether a repository's name is known."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from gitmail.errors import GitmailError, NotFound, UsageError
@@ -74,15 +74,24 @@ def documents_of(store: Store, places: Iterable[Located]) -> list[bytes | None]:
     return store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places], limit=MAX_DOCUMENT_BYTES)
 
 
-def parsed(places: Sequence[Located], documents: Sequence[bytes | None], here: Here) -> tuple[list[Entry], list[str]]:
+def parsed(
+    places: Sequence[Located],
+    documents: Sequence[bytes | None],
+    here: Here,
+    *,
+    known: Mapping[str, Message] | None = None,
+) -> tuple[list[Entry], list[str]]:
+    """The entries of these places from their documents; `known`: messages by commit that need no parsing (as the
+    pending index holds them)."""
     entries: list[Entry] = []
     unreadable: list[str] = []
     elsewhere: list[tuple[int, Located]] = []
+    known = known or {}
     for place, document in zip(places, documents, strict=True):
         try:
             if document is None:
                 raise BadDocument("missing document")
-            message = parse(document)
+            message = known.get(place.oid) or parse(document)
             message = message._replace(machine=here.machine_of(message.id, message.machine))
             if message.machine is not None:
                 elsewhere.append((len(entries), place))

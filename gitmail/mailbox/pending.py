@@ -19,10 +19,14 @@ from gitmail.values.layout import (
     inbox_prefix,
     state_prefix,
 )
+from gitmail.values.machine import Machine
 from gitmail.values.mail import Entry, Pending
 from gitmail.values.message import (
     DOCUMENT_NAME,
     MAX_DOCUMENT_BYTES,
+    BadDocument,
+    Message,
+    parse,
 )
 from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
@@ -71,8 +75,9 @@ def pending(
     specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places if p.oid not in indexed]
     read, noted = store.read_with_notes(specs, notes, limit=MAX_DOCUMENT_BYTES)  # nothing larger is read
     documents = _documents(places, indexed, read)
-    entries, unreadable = parsed(places, documents, Here(store))
-    _index(store, held, places, documents, entries)
+    known = {oid: message for oid, record in indexed.items() if (message := _message(record)) is not None}
+    entries, unreadable = parsed(places, documents, Here(store), known=known)
+    _index(store, held, places, documents)
     seen = noted[SEEN_NOTES]
     here = _local_id(store) if receipted_places else None
     made_up = syncedreceipts.load(store)  # what sync brought in claiming this machine's showings
@@ -114,28 +119,50 @@ def _documents(
     return [indexed[p.oid][7] if p.oid in indexed else next(from_objects) for p in places]
 
 
+def _message(record: pendingindex.Record) -> Message | None:
+    """The message a record holds, as its document parses; None where only its document says (attachments)."""
+    rest = record[8]
+    if rest is None:
+        return None
+    to, body, reply_to, machine, from_session, to_handle = rest
+    return Message(
+        id=record[0],
+        sender=RepoName(record[4]),
+        to=to,
+        subject=record[5],
+        body=body,
+        date=datetime.fromisoformat(record[1]),
+        reply_to=reply_to or None,
+        machine=Machine.parse(machine) if machine else None,
+        from_session=from_session or None,
+        to_session=record[6] or None,
+        to_handle=to_handle or None,
+        urgency=record[2],
+    )
+
+
 def _index(
     store: Store,
     held: Mapping[str, Mapping[str, pendingindex.Record]],
     places: Sequence[Located],
     documents: Sequence[bytes | None],
-    entries: Sequence[Entry],
 ) -> None:
-    """Mend the pending index where it disagreed with the refs: add what was read from objects (and could be
-    parsed), drop what no ref names any more. A mailbox this process cannot write keeps its index as it is."""
+    """Mend the pending index where it disagreed with the refs: add what was read from objects (and parses), drop
+    what no ref names any more. A mailbox this process cannot write keeps its index as it is."""
     if not places or store.old_names or not store.writable():
         return
-    parsed_by_oid = {e.oid: e.message for e in entries}
     by_prefix: dict[str, list[tuple[Located, bytes | None]]] = {}
     for place, document in zip(places, documents, strict=True):
         by_prefix.setdefault(_prefix(place), []).append((place, document))
     for prefix, found in by_prefix.items():
         records = held.get(prefix, {})
-        added: dict[str, pendingindex.Record] = {
-            str(place.oid): pendingindex.record_of(message, document)
-            for place, document in found
-            if place.oid not in records and document is not None and (message := parsed_by_oid.get(place.oid))
-        }
+        added: dict[str, pendingindex.Record] = {}
+        for place, document in found:
+            if place.oid not in records and document is not None:
+                try:
+                    added[str(place.oid)] = pendingindex.record_of(parse(document), document)
+                except BadDocument:
+                    continue  # named unreadable each time, as without an index
         pendingindex.kept(store.own_dir, prefix, records, [p.oid for p, _ in found], added)
 
 

@@ -30,8 +30,11 @@ if TYPE_CHECKING:
 
 FOLDER = "pending"  # in the mailbox's own folder: one file per folder of refs
 VERSION = 1
-# A record: (id, date as ISO text, urgency, size of the document, sender, subject, session it is for or "", document)
-Record = tuple[str, str, str, int, str, str, str, bytes]
+# A record: (id, date as ISO text, urgency, size of the document, sender, subject, session it is for or "",
+# document, and the rest of the message as its document parses: (to, body, reply-to, machine field, from-session,
+# to-handle), each "" for none; None for a message whose document must be parsed to read it (one with attachments)
+Parsed = tuple[str, str, str, str, str, str]
+Record = tuple[str, str, str, int, str, str, str, bytes, Parsed | None]
 
 
 def path(own_dir: Path, prefix: str) -> Path:
@@ -56,12 +59,13 @@ def load(own_dir: Path, prefix: str) -> dict[str, Record]:
 
 
 def _whole(record: object) -> bool:
+    if not (isinstance(record, tuple) and len(record) == 9 and isinstance(record[7], bytes)):
+        return False
+    parsed = record[8]
     return (
-        isinstance(record, tuple)
-        and len(record) == 8
-        and isinstance(record[7], bytes)
-        and record[3] == len(record[7])
+        record[3] == len(record[7])
         and all(isinstance(field, str) for field in record[:3] + record[4:7])
+        and (parsed is None or (len(parsed) == 6 and all(isinstance(field, str) for field in parsed)))
     )
 
 
@@ -101,21 +105,38 @@ def add(own_dir: Path, prefix: str, oid: str, record: Record) -> bool:
     return save(own_dir, prefix, records)
 
 
-def written(writer: Writer, prefix: str, oid: str, message: Message) -> None:
-    """The writer's part, under the lock once the ref has moved: the record of what it wrote, added to the pending
-    index of its folder when there is one (the first reader makes it)."""
-    from gitmail.values.message import DOCUMENT_NAME  # loaded already: the writer wrote it
+def written(writer: Writer, prefix: str, oid: str) -> None:
+    """The writer's part, under the lock once the ref has moved: the record of the message it wrote, added to the
+    pending index of its folder when there is one (the first reader makes it)."""
+    from gitmail.values.message import DOCUMENT_NAME, BadDocument, parse  # loaded already: the writer wrote it
 
     store = writer.store
     if store.old_names or not path(store.own_dir, prefix).exists():
         return
     document = writer.objects.read([f"{oid}:{DOCUMENT_NAME}"])[0]  # as stored, byte for byte
-    if document is not None:
+    try:
+        message = parse(document) if document is not None else None  # as every reader parses it
+    except BadDocument:
+        return
+    if message is not None and document is not None:
         add(store.own_dir, prefix, oid, record_of(message, document))
 
 
 def record_of(message: Message, document: bytes) -> Record:
-    """What the pending index keeps of a message: its summary, and its document as stored."""
+    """What the pending index keeps of a message: its summary, its document as stored, and the rest of it as the
+    document parses (`message` must be what it parses to, before anything is made of where it was written)."""
+    from gitmail.values.machine import Machine
+
+    field = message.machine.field() if message.machine is not None else ""
+    whole = not message.attachments and (Machine.parse(field) if field else None) == message.machine
+    rest: Parsed = (
+        str(message.to),
+        str(message.body),
+        str(message.reply_to or ""),
+        field,
+        str(message.from_session or ""),
+        str(message.to_handle or ""),
+    )
     return (  # plain str and bytes: the index's file format (marshal) writes no subclass of them
         str(message.id),
         message.date.isoformat(),
@@ -125,4 +146,5 @@ def record_of(message: Message, document: bytes) -> Record:
         str(message.subject),
         str(message.to_session or ""),
         bytes(document),
+        rest if whole else None,
     )
