@@ -35,6 +35,13 @@ PEER_ROWS = {
     "peers: gitmail inbox --peek (20 pending)",
     "peers: agent-collab-kit inbox (20 pending)",
 }
+PENDING_ROWS = {
+    "pending: python3 -c pass",
+    "pending: hook session-start, 1 pending",
+    "pending: hook session-start, 500 pending",
+    "pending: inbox --peek, 1 pending",
+    "pending: inbox --peek, 500 pending",
+}
 SESSION_ROWS = {
     "sessions: python3 -c pass",
     "sessions: send to a repo",
@@ -88,9 +95,9 @@ def test_quick_benchmark_reports_every_row() -> None:
     report = json.loads(done.stdout)
     rows = report["rows"]
     sync_rows = QUIET_SYNC_ROWS | NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE, WHOLE_MAILBOX}
-    assert {
-        row["name"] for row in rows
-    } == TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | PEER_ROWS | SESSION_ROWS | sync_rows | SIGNING_ROWS | LEASE_ROWS
+    assert {row["name"] for row in rows} == (
+        TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | PEER_ROWS | PENDING_ROWS | SESSION_ROWS | sync_rows | SIGNING_ROWS
+    ) | LEASE_ROWS
     assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
     sizes = report["settings"]["sizes"]
     assert sizes == [0, 1000]
@@ -110,6 +117,10 @@ def test_quick_benchmark_reports_every_row() -> None:
     peers = {row["name"]: row for row in rows if row["name"] in PEER_ROWS}
     for name in ("peers: gitmail send", "peers: gitmail inbox --peek (20 pending)"):
         assert "× agent-collab-kit 0.1.2" in peers[name]["note"], name
+
+    pending = {row["name"]: row for row in rows if row["name"] in PENDING_ROWS}
+    for name in ("pending: hook session-start, 500 pending", "pending: inbox --peek, 500 pending"):
+        assert "× 1 pending (min" in pending[name]["note"], name
 
     sessions = {row["name"]: row for row in rows if row["name"] in SESSION_ROWS}
     assert "× send to a repo;" in sessions["sessions: send to a session"]["note"]
