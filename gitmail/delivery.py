@@ -282,6 +282,8 @@ def _begin(store: Store, actor: Actor, moment: Moment, record: sessions.Record, 
     record.set("repo", str(actor.repo))
     if actor.place is not None:
         record.top = str(actor.place.top)
+    if session.transcript is not None:
+        record.set("transcript", session.transcript)
     if moment is Moment.START:
         record.know(set(), reset=True)
         record.set("shown", [])

@@ -94,8 +94,9 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
         return Answer()
     cwd = _cwd(payload)
     found = place(cwd) if cwd is not None else None
-    session_id = payload.get("session_id")
-    session = Session(host, session_id) if isinstance(session_id, str) else None
+    session_id, transcript = payload.get("session_id"), payload.get("transcript_path")
+    transcript = transcript if isinstance(transcript, str) and transcript and "\0" not in transcript else None
+    session = Session(host, session_id, transcript) if isinstance(session_id, str) else None
     if moment is delivery.Moment.END:  # what the session knew goes, whichever repository it ended in
         if session is not None:
             reason = payload.get("reason")

@@ -115,7 +115,7 @@ class Note(NamedTuple):
 
 
 def note_for(message: Message, *, body: bool, link: str | None) -> Note:
-    from gitmail.render import visible
+    from gitmail.render.words import visible
 
     sender = visible(message.sender)
     if message.to == PERSON:

@@ -135,6 +135,7 @@ class Session(NamedTuple):
 
     host: str  # claude, codex
     id: str
+    transcript: str | None = None  # where the host keeps the session's transcript, as its hooks are told
 
     @property
     def key(self) -> str:

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from gitmail.errors import UsageError
+from gitmail.store import stamps
 from gitmail.store.hookfiles import BROADCAST_STAMP
 from gitmail.store.repository import Store
-from gitmail.store.stamps import directory as stamps_directory
 from gitmail.store.writer import writing
 from gitmail.values.ids import new_id
 from gitmail.values.layout import ROOT, Change
@@ -61,10 +61,10 @@ def as_format_1(
         git(box, "update-ref", "-m", "gitmail: written by format 1", "--stdin", stdin=creates)
     git(box, "config", "gitmail.version", "1")
     shutil.rmtree(box.own_dir / "history", ignore_errors=True)  # format 1 had no history index
-    stamps = stamps_directory(box.path)
-    for file in os.listdir(stamps) if stamps.is_dir() else []:
+    folder = stamps.directory(box.path)
+    for file in os.listdir(folder) if folder.is_dir() else []:
         if file != BROADCAST_STAMP:
-            os.replace(stamps / file, stamps / first_format_ref(RepoName.from_ref(file)))
+            os.replace(folder / file, folder / first_format_ref(RepoName.from_ref(file)))
     if claims:
         (box.own_dir / "claims.json").write_text(json.dumps(dict(claims)))
 

@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gitmail import mailbox
-from gitmail.store import machines as gitmail_machine
+from gitmail.store import machines
 from gitmail.store.repository import Store
-from gitmail.sync import engine as sync
-from gitmail.sync import remotes
+from gitmail.sync import engine, remotes
 from gitmail.values.layout import ROOT
 from gitmail.values.message import parse
+from tests.processes import at_the_line
 from tests.reading import inbox as read_inbox
 
 
@@ -39,7 +39,7 @@ def machine(root: Path, name: str, url: str | None = None) -> Store:
     store = Store(root / name / ".gitmail" / "mail.git")
     store.create()
     store.git("config", "gitmail.machine", name)
-    gitmail_machine.current(store)  # its id, made once
+    machines.current(store)  # its id, made once
     if url is not None:
         remotes.add_remote(store, name="origin", url=url)
     return store
@@ -66,10 +66,10 @@ def settle(store: Store) -> None:
     sync_now(store)
 
 
-def sync_now(store: Store, name: str = "origin") -> sync.Outcome:
-    with sync.sync_lock(store, wait=60) as fd:
+def sync_now(store: Store, name: str = "origin") -> engine.Outcome:
+    with engine.sync_lock(store, wait=60) as fd:
         assert fd is not None
-        return sync.sync(store, remotes.find(store, name), lock_fd=fd)
+        return engine.sync(store, remotes.find(store, name), lock_fd=fd)
 
 
 def places(store: Store) -> dict[str, list[tuple[str, str]]]:
@@ -207,8 +207,7 @@ def machine_loop(rounds: int, seed: int, go: str, own: str, everyone: str) -> No
     rng = random.Random(seed)
     mine, names = own.split(","), everyone.split(",")
     private = mine[1:]
-    while not os.path.exists(go):
-        time.sleep(0.001)
+    at_the_line(go)
 
     def say(*words: str) -> None:
         print(*words, flush=True)
@@ -238,10 +237,10 @@ def machine_loop(rounds: int, seed: int, go: str, own: str, everyone: str) -> No
             reader = rng.choice(private)
             for entry in read_inbox(store, repo=reader).broadcasts:
                 say("handed", entry.message.id, reader)
-        with sync.sync_lock(store, wait=60) as fd:
+        with engine.sync_lock(store, wait=60) as fd:
             assert fd is not None
             try:
-                sync.sync(store, remotes.find(store, "origin"), lock_fd=fd)
+                engine.sync(store, remotes.find(store, "origin"), lock_fd=fd)
                 say("synced")
             except GitmailError as error:  # other machines kept pushing: the next round tries again
                 say("sync-failed", str(error).replace(" ", "_")[:60])

@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +8,7 @@ import pytest
 from gitmail import mailbox
 from gitmail.store.repository import Store
 from tests.conftest import CliRunner, RepoFactory, Result, mailbox_snapshot
+from tests.processes import loaded
 
 
 def one_line_error(result: Result, code: int, text: str) -> None:
@@ -274,14 +273,7 @@ def test_a_name_read_from_a_second_path_is_warned_about(cli: CliRunner, repos: R
 def test_a_command_whose_extra_is_missing_says_in_one_line_how_to_install_it(
     web: Path, args: list[str], blocked: str, extra: str
 ) -> None:
-    probe = (
-        "import sys\n"
-        f"sys.modules[{blocked!r}] = None  # as if not installed\n"
-        "from gitmail.__main__ import main\n"
-        f"sys.argv = ['gitmail', *{args!r}]\n"
-        "sys.exit(main())\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], cwd=web, capture_output=True, text=True, timeout=60)
+    done, _ = loaded(*args, cwd=web, missing=[blocked])
     command = " ".join(["gitmail", *args[:2]]) if args[0] == "install" else f"gitmail {args[0]}"
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (

@@ -11,7 +11,7 @@ import pytest
 from gitmail import actions, doctor, mailbox, render
 from gitmail.store import keys, pins
 from gitmail.store.repository import Store
-from gitmail.sync import quick as synccheck
+from gitmail.sync import quick
 from gitmail.values import sshsig
 from gitmail.values.verdict import NEW, PINNED
 from tests.conftest import CliRunner, at
@@ -21,8 +21,8 @@ from tests.syncing import machine as make_machine
 
 @pytest.fixture(autouse=True)
 def no_racy_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(synccheck, "RACY_SECONDS", 0.0)
-    monkeypatch.setattr(synccheck, "FINE_RACY_SECONDS", 0.0)
+    monkeypatch.setattr(quick, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(quick, "FINE_RACY_SECONDS", 0.0)
 
 
 def own_key(store: Store) -> keys.Signer:

@@ -140,11 +140,11 @@ def synced(box: Store) -> None:
     """Wait until the background sync a session start began has finished (its lock is free and it succeeded)."""
     import fcntl
 
-    from gitmail.sync import quick as synccheck
+    from gitmail.sync import quick
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if synccheck.Record.load(box.path, "origin").last_success is not None:
+        if quick.Record.load(box.path, "origin").last_success is not None:
             fd = os.open(box.own_dir / "sync" / "lock", os.O_RDWR)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

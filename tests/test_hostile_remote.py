@@ -13,8 +13,7 @@ import pytest
 from gitmail import mailbox, render
 from gitmail.store import gitcmd
 from gitmail.store.repository import Store
-from gitmail.sync import engine as sync
-from gitmail.sync import quick as synccheck
+from gitmail.sync import engine, quick
 from gitmail.values.mail import status
 from gitmail.values.message import MAX_BODY_BYTES, MAX_SUBJECT_CHARS, Message
 from tests.conftest import CliRunner, at, run_gitmail
@@ -26,8 +25,8 @@ URL_FORMS = ("path", "file", "symlink", "file-symlink")
 
 @pytest.fixture(autouse=True)
 def no_racy_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(synccheck, "RACY_SECONDS", 0.0)
-    monkeypatch.setattr(synccheck, "FINE_RACY_SECONDS", 0.0)
+    monkeypatch.setattr(quick, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(quick, "FINE_RACY_SECONDS", 0.0)
 
 
 def victim(tmp_path: Path, url: str | None = None, *, auto: bool = False) -> Store:
@@ -84,7 +83,7 @@ def test_the_background_sync_runs_nothing_of_a_local_remote(tmp_path: Path, form
     while not any(path.endswith(message_id) for path in remote.listing()):
         assert time.monotonic() < deadline, "the background sync did not push"
         time.sleep(0.05)
-    with sync.sync_lock(box, wait=60) as fd:  # the background sync is over
+    with engine.sync_lock(box, wait=60) as fd:  # the background sync is over
         assert fd is not None
     assert remote.markers() == []
 

@@ -13,21 +13,13 @@ import pytest
 from gitmail import mailbox
 from gitmail.store.repository import Store
 from gitmail.sync import remotes
+from tests.processes import loaded
 from tests.reading import inbox as read_inbox
 
 
 def imported(*args: str, cwd: Path, stdin: str = "") -> set[str]:
     """The modules a gitmail process had loaded when it finished."""
-    out = cwd.parent / "modules.json"
-    probe = (
-        "import atexit, json, sys\n"
-        f"atexit.register(lambda: open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
-        "from gitmail.__main__ import main\n"
-        f"sys.argv = ['gitmail', *{list(args)!r}]\n"
-        "sys.exit(main())\n"
-    )
-    subprocess.run([sys.executable, "-c", probe], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=60)
-    return set(json.loads(out.read_text()))
+    return loaded(*args, cwd=cwd, stdin=stdin)[1]
 
 
 def payload(cwd: Path) -> str:

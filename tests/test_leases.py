@@ -18,8 +18,7 @@ from gitmail import hooks, mailbox, render
 from gitmail.mailbox import leasing
 from gitmail.store import lease_refs
 from gitmail.store.repository import Store
-from gitmail.values import edits
-from gitmail.values import lease as leases
+from gitmail.values import edits, lease
 from gitmail.values.lease import Lease
 from gitmail.values.machine import Machine
 from gitmail.values.names import RepoName
@@ -69,7 +68,7 @@ def session(cwd: Path, name: str) -> Hooked:
     ("text", "seconds"), [("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("90s", 90), ("45", 2700), ("8h", 28800)]
 )
 def test_durations_read_as_people_write_them(text: str, seconds: int) -> None:
-    assert leases.duration(text) == seconds
+    assert lease.duration(text) == seconds
 
 
 @pytest.mark.parametrize(
@@ -78,48 +77,48 @@ def test_durations_read_as_people_write_them(text: str, seconds: int) -> None:
 )
 def test_durations_that_are_not_are_refused(text: str, said: str) -> None:
     with pytest.raises(Exception, match=said):
-        leases.duration(text)
+        lease.duration(text)
 
 
 def test_patterns_cover_files_folders_and_globs_and_overlap_as_they_must() -> None:
-    assert leases.matches("src/orders.py", "src/orders.py") and not leases.matches("src/orders.py", "src/orders.pyc")
-    assert leases.matches("src/**", "src/a/b.py") and leases.matches("src", "src/a.py")
-    assert leases.matches("src/*.py", "src/a.py") and not leases.matches("src/*.py", "src/x/a.py")
-    assert leases.matches("**/*.py", "a.py") and leases.matches("**/*.py", "a/b/c.py")
-    assert leases.matches("SRC/Orders.py", "src/orders.py", folded=True)
-    assert not leases.matches("SRC/Orders.py", "src/orders.py")
-    assert leases.overlap("src/*.py", "src/orders.py") and leases.overlap("src/**", "src/x/*.py")
-    assert not leases.overlap("src/*.py", "src/*.md") and not leases.overlap("src/a.py", "src/b.py")
-    assert leases.overlap("src", "src/a.py") and leases.overlap("src/a.py", "src")  # rm -r src removes it
-    assert leases.normal("./src//orders.py") == "src/orders.py" and leases.normal("src/") == "src/**"
+    assert lease.matches("src/orders.py", "src/orders.py") and not lease.matches("src/orders.py", "src/orders.pyc")
+    assert lease.matches("src/**", "src/a/b.py") and lease.matches("src", "src/a.py")
+    assert lease.matches("src/*.py", "src/a.py") and not lease.matches("src/*.py", "src/x/a.py")
+    assert lease.matches("**/*.py", "a.py") and lease.matches("**/*.py", "a/b/c.py")
+    assert lease.matches("SRC/Orders.py", "src/orders.py", folded=True)
+    assert not lease.matches("SRC/Orders.py", "src/orders.py")
+    assert lease.overlap("src/*.py", "src/orders.py") and lease.overlap("src/**", "src/x/*.py")
+    assert not lease.overlap("src/*.py", "src/*.md") and not lease.overlap("src/a.py", "src/b.py")
+    assert lease.overlap("src", "src/a.py") and lease.overlap("src/a.py", "src")  # rm -r src removes it
+    assert lease.normal("./src//orders.py") == "src/orders.py" and lease.normal("src/") == "src/**"
     for bad in ("/etc/passwd", "../x", "a/../../b", "a\nb", "", "a\\b"):
         with pytest.raises(Exception):  # noqa: B017 - every one is a UsageError, whatever its text
-            leases.normal(bad)
+            lease.normal(bad)
 
 
-def lease(
-    holder: str, paths: tuple[str, ...], taken: float, *, mode: str = leases.EXCLUSIVE, machine: str = "here"
+def held_lease(
+    holder: str, paths: tuple[str, ...], taken: float, *, mode: str = lease.EXCLUSIVE, machine: str = "here"
 ) -> Lease:
     return Lease("a" * 9 + holder[-1], "api", paths, mode, holder, Machine("m", machine), taken, taken, 600)
 
 
 def test_expiry_is_exact_here_and_allows_for_another_machines_clock() -> None:
-    here, there = lease("claude:1", ("a",), 0), lease("claude:2", ("b",), 0, machine="elsewhere")
-    states = {s.lease.holder: s for s in leases.standings([here, there], 601, here="here", ended=set())}
-    assert (states["claude:1"].held, states["claude:1"].why) == (False, leases.EXPIRED)
+    here, there = held_lease("claude:1", ("a",), 0), held_lease("claude:2", ("b",), 0, machine="elsewhere")
+    states = {s.lease.holder: s for s in lease.standings([here, there], 601, here="here", ended=set())}
+    assert (states["claude:1"].held, states["claude:1"].why) == (False, lease.EXPIRED)
     assert states["claude:2"].held  # another machine's clock may run behind: two minutes of slack
-    later = {s.lease.holder: s for s in leases.standings([there], 600 + leases.CLOCK_MARGIN, here="here", ended=set())}
+    later = {s.lease.holder: s for s in lease.standings([there], 600 + lease.CLOCK_MARGIN, here="here", ended=set())}
     assert not later["claude:2"].held
 
 
 def test_a_lease_of_an_ended_session_is_absent_and_the_earlier_of_two_taken_apart_stands() -> None:
-    gone = lease("claude:1", ("a",), 0)
-    assert [s.why for s in leases.standings([gone], 1, here="here", ended={"claude:1"})] == [leases.SESSION_ENDED]
-    first, second = lease("claude:1", ("src/*.py",), 10, machine="x"), lease("claude:2", ("src/a.py",), 20)
-    found = leases.standings([second, first], 30, here="here", ended=set())
+    gone = held_lease("claude:1", ("a",), 0)
+    assert [s.why for s in lease.standings([gone], 1, here="here", ended={"claude:1"})] == [lease.SESSION_ENDED]
+    first, second = held_lease("claude:1", ("src/*.py",), 10, machine="x"), held_lease("claude:2", ("src/a.py",), 20)
+    found = lease.standings([second, first], 30, here="here", ended=set())
     assert [(s.lease.holder, s.held, s.why) for s in found] == [
         ("claude:1", True, ""),
-        ("claude:2", False, leases.DISPLACED),
+        ("claude:2", False, lease.DISPLACED),
     ]
     assert found[1].by == first
 
@@ -297,7 +296,7 @@ def test_expiry_and_renewal_on_an_injected_clock(api: Path, box: Store) -> None:
     )
     assert after.lease is not None  # the expired one is simply absent, and is ended on the way
     ended = lease_refs.ended_record(box, repo, taken.lease.id)
-    assert ended is not None and ended.ended == leases.EXPIRED
+    assert ended is not None and ended.ended == lease.EXPIRED
 
 
 def test_a_holders_own_tool_calls_renew_its_lease_past_half_its_time(api: Path, box: Store) -> None:

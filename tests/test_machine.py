@@ -11,7 +11,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.errors import UsageError
-from gitmail.store import machines as machine
+from gitmail.store import machines
 from gitmail.store.repository import Store
 from gitmail.values.machine import ELSEWHERE, Machine
 from gitmail.values.message import Message, parse
@@ -23,16 +23,16 @@ def test_the_name_comes_from_the_environment_then_the_setting_then_the_host(
     box: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     box.create()
-    monkeypatch.delenv(machine.MACHINE_ENV, raising=False)
+    monkeypatch.delenv(machines.MACHINE_ENV, raising=False)
     monkeypatch.setattr(os, "uname", lambda: type("Uname", (), {"nodename": "build box.example.com"})())
-    assert machine.current(box).name == "build-box.example.com"
-    box.git("config", machine.SETTING, "laptop")
-    assert machine.current(box).name == "laptop"
-    monkeypatch.setenv(machine.MACHINE_ENV, "ci-7")
-    assert machine.current(box).name == "ci-7"
-    monkeypatch.setenv(machine.MACHINE_ENV, "no spaces")
+    assert machines.current(box).name == "build-box.example.com"
+    box.git("config", machines.SETTING, "laptop")
+    assert machines.current(box).name == "laptop"
+    monkeypatch.setenv(machines.MACHINE_ENV, "ci-7")
+    assert machines.current(box).name == "ci-7"
+    monkeypatch.setenv(machines.MACHINE_ENV, "no spaces")
     with pytest.raises(UsageError, match="invalid machine name 'no spaces' in GITMAIL_MACHINE"):
-        machine.current(box)
+        machines.current(box)
 
 
 def test_the_id_is_made_once_per_mailbox_even_by_racing_processes(box: Store, tmp_path: Path) -> None:
@@ -43,10 +43,10 @@ def test_the_id_is_made_once_per_mailbox_even_by_racing_processes(box: Store, tm
         for _ in range(6)
     ]
     ids = {racer.communicate()[0].strip() for racer in racers}
-    assert len(ids) == 1 and ids == {machine.local_id(box)}
+    assert len(ids) == 1 and ids == {machines.local_id(box)}
     other = Store(tmp_path / "other.git")
     other.create()
-    assert machine.local_id(other, create=True) != machine.local_id(box)
+    assert machines.local_id(other, create=True) != machines.local_id(box)
 
 
 def test_the_field_round_trips_and_a_field_gitmail_did_not_write_names_another_machine() -> None:
@@ -62,12 +62,12 @@ def test_the_field_round_trips_and_a_field_gitmail_did_not_write_names_another_m
 def test_mail_written_here_reads_as_local_and_records_this_machine(box: Store) -> None:
     sent = mailbox.send(box, sender="api", to="web", subject="Hi")
     document = box.read([f"{sent.oid}:message.md"])[0]
-    assert document is not None and parse(document).machine == machine.current(box)
+    assert document is not None and parse(document).machine == machines.current(box)
     assert mailbox.show(box, sent.message.id).message.machine is None
     assert mailbox.pending(box, repo="web").directed[0].message.machine is None
 
 
 def test_mail_that_claims_this_machine_but_arrived_by_sync_is_not_local(box: Store) -> None:
     sent = mailbox.send(box, sender="api", to="web", subject="Hi")
-    machine.remember_arrivals(box, [sent.message.id])  # as if sync had brought it
+    machines.remember_arrivals(box, [sent.message.id])  # as if sync had brought it
     assert mailbox.show(box, sent.message.id).message.machine == ELSEWHERE

@@ -9,7 +9,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
-from gitmail.store import machines as machine
+from gitmail.store import machines
 from gitmail.store.claims import load_claims
 from gitmail.store.repository import Store
 from gitmail.values.ids import BROADCAST
@@ -175,7 +175,7 @@ def test_send_keeps_the_message_whole(box: Store) -> None:
 def test_commits_read_like_mail_in_plain_git_log(box: Store) -> None:
     entry = mailbox.send(box, sender="api", to="web", subject="Schema v2", body="Details.", when=at(0))
     out = git(box, "log", "--format=%an|%aI|%s%n%b", "--glob=gitmail/web")
-    here = machine.current(box)
+    here = machines.current(box)
     trailers = f"Message-Id: {entry.message.id}\nFrom: api\nTo: web\nMachine: {here.name} {here.id}\n"
     assert out == f"api|2026-11-29T09:30:00+00:00|Schema v2\nDetails.\n\n{trailers}\n"
 

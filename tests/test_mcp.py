@@ -25,10 +25,9 @@ from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import stdio_client
 from pydantic import FileUrl
 
-from gitmail import mailbox, render
+from gitmail import delivery, mailbox
 from gitmail.errors import GitmailError, UsageError
-from gitmail.mcp import roots, tools
-from gitmail.mcp import server as mcpserver
+from gitmail.mcp import roots, server, tools
 from gitmail.store.repository import Store
 from gitmail.values.mail import status
 from gitmail.values.names import RepoName
@@ -38,6 +37,7 @@ from tests.hooked import Session
 # Roots and resources/subscribe are what today's clients use, though deprecated for the 2026 protocol.
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
+LOCK_WAIT = 2.0  # seconds the server waits for the mailbox in the test that holds it
 CALL_WAIT = 30.0  # seconds any one request may take (a held lock makes a write wait 10)
 
 
@@ -98,7 +98,7 @@ def refused(result: types.CallToolResult) -> str:
 
 
 def test_the_tool_list_is_small_and_every_schema_is_valid() -> None:
-    listed = types.ListToolsResult(tools=mcpserver.tool_list()).model_dump(
+    listed = types.ListToolsResult.model_validate({"tools": server.tool_list()}).model_dump(
         by_alias=True, mode="json", exclude_none=True
     )
     names = ["send", "inbox", "done", "log", "show", "retract", "sessions", "lease", "leases"]
@@ -166,7 +166,8 @@ def test_the_inbox_answer_keeps_within_the_hooks_budget(box: Store, web: Path) -
     mailbox.send(box, sender="api", to="web", subject="short", body="hello")
     who = roots.Who(RepoName("web"), web, "test")
     answer = tools.inbox(tools.Call(box, who), peek=True)
-    assert len(answer.text.encode()) <= render.BUDGET and answer.data is None
+    budget = delivery.BUDGETS["mcp"]
+    assert budget is not None and len(answer.text.encode()) <= budget and answer.data is None
     assert "too long to show here" in answer.text and "> hello" in answer.text
 
 
@@ -199,6 +200,21 @@ def test_other_commands_import_neither_the_sdk_nor_pydantic(api: Path, web: Path
 
 
 # -- over stdio: every tool -------------------------------------------------------------------------------------
+
+
+def test_the_server_imports_neither_the_sdk_nor_a_schema_library(api: Path) -> None:
+    """What serving needs, and no more: the SDK's types alone cost most of a second to import."""
+    server = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "gitmail", "mcp"],
+        cwd=api, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    _initialize(server)
+    assert server.stdin is not None and server.stderr is not None
+    server.stdin.close()
+    assert server.wait(timeout=10) == 0
+    imported = {line.split("|")[-1].strip() for line in server.stderr.read().decode().splitlines() if "|" in line}
+    heavy = {"mcp", "mcp_types", "pydantic", "anyio", "jsonschema", "watchfiles"}
+    assert "gitmail.mcp.wire" in imported and not {m for m in imported if m.split(".")[0] in heavy}
 
 
 def test_every_tool_end_to_end(api: Path, web: Path, tmp_path: Path, box: Store) -> None:
@@ -481,7 +497,12 @@ def test_two_clients_and_the_cli_at_once_lose_nothing(api: Path, web: Path, box:
     assert len(api_mail) == rounds and {e.message.sender for e in api_mail} == {"web"}
 
 
-def test_a_held_lock_is_a_tool_error_after_a_bounded_wait_and_reads_go_on(api: Path, box: Store) -> None:
+def test_a_held_lock_is_a_tool_error_after_a_bounded_wait_and_reads_go_on(
+    api: Path, box: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "GITMAIL_LOCK_WAIT", str(LOCK_WAIT)
+    )  # the server's writes wait this for the lock, not WRITE_WAIT
     mailbox.send(box, sender="api", to="web", subject="first")
     held, release = threading.Event(), threading.Event()
 
@@ -513,7 +534,8 @@ def test_a_held_lock_is_a_tool_error_after_a_bounded_wait_and_reads_go_on(api: P
                     assert not result
                 assert len(result) == 5
                 assert all("stayed locked by another gitmail process" in refused(r) for r in result)
-                assert 9 < time.monotonic() - start < 16  # each waited its 10 s at once, none behind another
+                waited = time.monotonic() - start
+                assert LOCK_WAIT <= waited < 2 * LOCK_WAIT, waited  # each waited its wait at once, none behind another
 
         anyio.run(scenario)
     finally:

@@ -331,13 +331,13 @@ def test_a_session_that_started_before_the_mailbox_is_recorded_when_it_first_act
 
 
 def test_the_view_shows_a_repos_sessions_and_session_addresses(api: Path, worktree: Path, box: Store) -> None:
-    from gitmail.web import httpd as view
+    from gitmail.web import httpd
 
     side = Session(worktree, "side-0002")
     side("session-start")
     side.gitmail("session", "--card", "fixing <b>the</b> parser")
     sent = actions.send(box, Actor(RepoName("web")), to="api#brave-otter", subject="for the otter only").entry
-    served = view.Server(box)
+    served = httpd.Server(box)
     threading.Thread(target=served.serve_forever, daemon=True).start()
     try:
         pages = {}

@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 
 from gitmail import actions, mailbox, render
-from gitmail.store import keys, pins, signatures
-from gitmail.store import machines as machine
+from gitmail.store import keys, machines, pins, signatures
 from gitmail.store.claims import load_claims
 from gitmail.store.objects import BLOB, Entry, Objects, ident
 from gitmail.store.repository import Store
 from gitmail.store.writer import writing
-from gitmail.sync import quick as synccheck
+from gitmail.sync import quick
 from gitmail.values import mail, sshsig
 from gitmail.values.layout import Change
 from gitmail.values.machine import Machine
@@ -30,14 +29,15 @@ from gitmail.values.message import DOCUMENT_NAME, Message
 from gitmail.values.names import RepoName
 from gitmail.values.verdict import BAD, GOOD, NEW, PINNED, REVOKED, TRUSTED, UNSIGNED, Fact
 from tests.conftest import CliRunner, at, mailbox_snapshot, run_gitmail
+from tests.processes import loaded
 from tests.syncing import as_machine, bare_remote, git, git_daemon, sync_now
 from tests.syncing import machine as make_machine
 
 
 @pytest.fixture(autouse=True)
 def no_racy_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(synccheck, "RACY_SECONDS", 0.0)
-    monkeypatch.setattr(synccheck, "FINE_RACY_SECONDS", 0.0)
+    monkeypatch.setattr(quick, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(quick, "FINE_RACY_SECONDS", 0.0)
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def write_as(
 
 
 def from_laptop(a: Store, subject: str = "hello", **changes: object) -> Message:
-    message = Message("7kq2m9x4ab", RepoName("api"), "web", subject, "the body", at(5), machine=machine.current(a))
+    message = Message("7kq2m9x4ab", RepoName("api"), "web", subject, "the body", at(5), machine=machines.current(a))
     return message._replace(**changes)  # type: ignore[arg-type]
 
 
@@ -115,7 +115,7 @@ def test_every_commit_gitmail_writes_is_signed_and_git_and_ssh_keygen_accept_it(
     mailbox.done(box, repo="api", ids=[answer.message.id])
     allowed = tmp_path / "allowed"
     allowed.write_text(actions.allowed_signers(box))
-    here = machine.current(box)
+    here = machines.current(box)
     key = own_key(box)
     commits = git(box.path, "rev-list", "--glob=refs/gitmail", "--glob=refs/notes").split()
     assert len(commits) >= 8  # three messages; receipts, hand-overs and the key, in notes commits
@@ -150,7 +150,7 @@ def test_the_key_is_made_on_first_use_owner_only_and_ssh_keygen_reads_it(box: St
     assert not box.exists()
     mailbox.send(box, sender="api", to="web", subject="hello")
     key = own_key(box)
-    assert key.path == box.own_dir / "keys" / machine.current(box).id
+    assert key.path == box.own_dir / "keys" / machines.current(box).id
     assert key.path.stat().st_mode & 0o777 == 0o600 and key.path.parent.stat().st_mode & 0o777 == 0o700
     listed = subprocess.run(["ssh-keygen", "-l", "-f", str(key.path)], capture_output=True, text=True, check=True)
     assert listed.stdout.split()[1] == key.fingerprint
@@ -283,7 +283,7 @@ def test_every_other_message_is_unverified_with_the_reason(
         "tampered tree": "UNVERIFIED: a bad signature (the signature does not match)",
         "outsider": f'UNVERIFIED: signed with {outsider.fingerprint}, which is not a key of machine "laptop"',
         "wrong machine": 'UNVERIFIED: signed by the key of machine "ci", not of machine "laptop"',
-        "wrong machine id": f'UNVERIFIED: signed by the key of machine "laptop" ({machine.current(a).id}), but it '
+        "wrong machine id": f'UNVERIFIED: signed by the key of machine "laptop" ({machines.current(a).id}), but it '
         "names machine id 2zz2zz2zz2",
         "replayed id": 'UNVERIFIED: replayed: it was signed as message 7kq2m9x4ab to "web", and found as '
         '5tgh0a1b2c to "web"',
@@ -305,7 +305,7 @@ def test_a_revoked_machine_and_a_changed_key(pair: tuple[Store, Store], tmp_path
     revoked = actions.revoke_key(b, "laptop")
     assert [(k.fingerprint, k.state) for k in revoked] == [(old.fingerprint, REVOKED)]
     assert label(only(b)) == f'UNVERIFIED: signed with {old.fingerprint}, a revoked key of machine "laptop"'
-    actions.trust_key(b, machine.current(a).id, old.fingerprint)
+    actions.trust_key(b, machines.current(a).id, old.fingerprint)
     assert label(only(b)).startswith("VERIFIED")
     # a changed key: never accepted silently
     new_file = ssh_keygen(tmp_path / "new")
@@ -323,7 +323,7 @@ def test_a_revoked_machine_and_a_changed_key(pair: tuple[Store, Store], tmp_path
     monkey_env = {"GITMAIL_DIR": str(b.path)}
     doctor = run_gitmail("doctor", cwd=tmp_path, env=monkey_env)
     assert doctor.returncode == 1
-    laptop_id = machine.current(a).id
+    laptop_id = machines.current(a).id
     assert (
         f'problem   keys: machine "laptop" ({laptop_id}) published a key this machine does not accept: '
         f"{new.fingerprint}; its mail signed with it reads UNVERIFIED -- fix: if you expect it (compare with "
@@ -353,7 +353,7 @@ def test_no_publication_but_a_machines_own_in_its_own_note_is_taken_in(
     pair: tuple[Store, Store], tmp_path: Path, remote: Path
 ) -> None:
     a, b = pair
-    laptop = machine.current(a)
+    laptop = machines.current(a)
     stranger = keys.signer(make_machine(tmp_path / "thief", "thief", str(remote)), create=True)
     assert stranger is not None
     mailbox.send(b, sender="web", to="api", subject="server publishes its own key", when=at(1))
@@ -382,9 +382,9 @@ def test_a_second_machine_going_by_a_known_machines_name_is_not_pinned(
     by_subject = {e.message.subject: e for e in mailbox.pending(b, repo="web").directed}
     assert label(by_subject["first"]).startswith("VERIFIED")
     assert label(by_subject["from the twin"]).startswith("UNVERIFIED")
-    assert (machine.current(twin).id, NEW) in {(k.machine, k.state) for k in pins.known(b).all}
+    assert (machines.current(twin).id, NEW) in {(k.machine, k.state) for k in pins.known(b).all}
     doctor = run_gitmail("doctor", cwd=tmp_path, env={"GITMAIL_DIR": str(b.path)})
-    assert doctor.returncode == 1 and f'machine "laptop" ({machine.current(twin).id}) published a key' in doctor.stdout
+    assert doctor.returncode == 1 and f'machine "laptop" ({machines.current(twin).id}) published a key' in doctor.stdout
 
 
 def test_a_machine_pinned_on_first_sight_cannot_rename_itself_into_an_accepted_machines_name(
@@ -399,7 +399,7 @@ def test_a_machine_pinned_on_first_sight_cannot_rename_itself_into_an_accepted_m
     evil = make_machine(tmp_path / "outsider", "evil", str(remote))
     mailbox.send(evil, sender="api", to="web", subject="hello from evil", when=at(3))
     sync_now(evil), sync_now(b)
-    evil_id, laptop_id, key = machine.current(evil).id, machine.current(a).id, own_key(evil).fingerprint
+    evil_id, laptop_id, key = machines.current(evil).id, machines.current(a).id, own_key(evil).fingerprint
     renamed = keys.publication(own_key(evil), Machine(id=evil_id, name="laptop"), 9_999_999_999)
     publish_forged(evil, renamed, keys.anchor(evil_id))  # its newest publication, by its own key, says laptop...
     evil.git("config", "gitmail.machine", "laptop")  # ...and so does its mail from now on
@@ -432,7 +432,7 @@ def test_a_machine_pinned_on_first_sight_cannot_rename_itself_into_an_accepted_m
     twin = make_machine(tmp_path / "twin", "laptop", str(remote))
     mailbox.send(twin, sender="api", to="web", subject="from the twin", when=at(5))
     sync_now(twin), sync_now(b)
-    twin_id, twin_key = machine.current(twin).id, own_key(twin).fingerprint
+    twin_id, twin_key = machines.current(twin).id, own_key(twin).fingerprint
     actions.trust_key(b, twin_id, twin_key)
     assert keys.same_named(b) == {"laptop": sorted([laptop_id, twin_id])}
     done = run_gitmail("keys", "trust", "laptop", twin_key, cwd=tmp_path, env={"GITMAIL_DIR": str(b.path)})
@@ -526,27 +526,11 @@ def test_each_signature_is_checked_once_and_a_session_start_reads_what_was_kept(
     web = tmp_path / "server" / "work" / "web"
     web.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(web)], check=True)
-    out = tmp_path / "modules.json"
-    probe = (
-        "import atexit, json, sys\n"
-        f"atexit.register(lambda: open({str(out)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
-        "from gitmail.__main__ import main\n"
-        "sys.argv = ['gitmail', 'hook', 'session-start']\n"
-        "sys.exit(main())\n"
-    )
     payload = json.dumps({"session_id": "s1", "cwd": str(web), "hook_event_name": "SessionStart"})
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        input=payload,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "GITMAIL_DIR": str(b.path)},
-        cwd=web,
-        timeout=60,
-    )
+    done, modules = loaded("hook", "session-start", stdin=payload, env={"GITMAIL_DIR": str(b.path)}, cwd=web)
     context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     assert f'(VERIFIED by the key {own_key(a).fingerprint} of machine "laptop")' in context
-    assert not {m for m in json.loads(out.read_text()) if m.split(".")[0] == "nacl"}
+    assert not {m for m in modules if m.split(".")[0] == "nacl"}
 
 
 def test_a_kept_fact_that_is_lost_or_garbled_is_checked_again(pair: tuple[Store, Store]) -> None:
@@ -569,7 +553,7 @@ def test_allowed_signers_lists_the_accepted_keys_for_plain_git(pair: tuple[Store
     target = tmp_path / "allowed"
     done = run_gitmail("keys", "allowed-signers", "-o", str(target), cwd=tmp_path, env=env)
     assert done.returncode == 0 and done.stderr == f"gitmail: wrote 2 keys to {target}\n"
-    laptop, server = machine.current(a), machine.current(b)
+    laptop, server = machines.current(a), machines.current(b)
     lines = target.read_text().splitlines()
     assert f'laptop@{laptop.id} namespaces="git" {own_key(a).openssh}' in lines
     assert f'server@{server.id} namespaces="git" {own_key(b).openssh}' in lines
@@ -663,7 +647,7 @@ def test_mail_forged_on_the_remote_is_unverified_everywhere_and_in_the_session_f
         for store in trio:
             sync_now(store)
         mailbox.send(a, sender="api", to="web", subject="genuine", when=at(1))
-        laptop = machine.current(a)
+        laptop = machines.current(a)
 
         def claimed(message_id: str, subject: str) -> Message:
             return Message(message_id, RepoName("api"), "web", subject, "Run the migration.", at(2), machine=laptop)

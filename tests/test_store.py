@@ -15,12 +15,14 @@ import pytest
 from gitmail import mailbox
 from gitmail.errors import MailboxError
 from gitmail.store.files import write_atomically
+from gitmail.store.lock import GIT_LOCK_WAIT
 from gitmail.store.repository import Store
 from gitmail.store.writer import writing
-from gitmail.values.layout import ROOT, State, latest, locate
+from gitmail.values.layout import ROOT, State, annotated, latest, locate
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName
 from tests.conftest import WHEN
+from tests.processes import AT_THE_LINE, StartingLine
 from tests.reading import inbox as read_inbox
 
 
@@ -93,13 +95,25 @@ def test_a_lock_file_a_live_git_may_hold_is_never_removed(box: Store) -> None:
     assert [e.message.id for e in mailbox.pending(box, repo="web").directed] == [first.message.id]
 
 
-def test_a_lock_released_while_git_waits_for_it_costs_nothing(box: Store) -> None:
+def test_a_lock_released_while_git_waits_for_it_costs_nothing(box: Store, tmp_path: Path) -> None:
     first = mailbox.send(box, sender="api", to="web", subject="one")
     subprocess.run(["git", "--git-dir", str(box.path), "pack-refs", "--all"], check=True)
     held = box.path / "packed-refs.lock"
     held.write_text("")
-    # A stand-in for a user's `git pack-refs`: it lets go after half a second, well within git's own lock wait.
-    releaser = subprocess.Popen([sys.executable, "-c", f"import os, time; time.sleep(0.5); os.unlink({str(held)!r})"])
+    # A stand-in for a user's `git pack-refs`: once started, it holds on for a quarter of git's own lock wait.
+    line = StartingLine(tmp_path)
+    releaser = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"{AT_THE_LINE}\nimport os, time\nat_the_line({str(line.go)!r})\n"
+            f"time.sleep({GIT_LOCK_WAIT / 4})\nos.unlink({str(held)!r})",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line.wait([releaser])
+    line.let_go()
     try:
         assert [e.message.id for e in mailbox.done(box, repo="web", ids=[first.message.id]).archived] == [
             first.message.id
@@ -159,18 +173,16 @@ def test_git_environment_cannot_redirect_reads(box: Store, monkeypatch: pytest.M
 
 def test_racing_creators_end_with_one_mailbox(tmp_path: Path) -> None:
     path = tmp_path / "mail.git"
-    go = tmp_path / "go"
+    line = StartingLine(tmp_path)
     creator = (
-        "import os, sys, time\n"
+        f"{AT_THE_LINE}\n"
         "from gitmail.store.repository import Store\n"
-        f"open({str(tmp_path)!r} + f'/ready-{{os.getpid()}}', 'w').close()\n"
-        f"while not os.path.exists({str(go)!r}): time.sleep(0.001)\n"
+        f"at_the_line({str(line.go)!r})\n"
         f"Store({str(path)!r}).create()\n"
     )
     racers = [subprocess.Popen([sys.executable, "-c", creator], stderr=subprocess.PIPE, text=True) for _ in range(8)]
-    while len(list(tmp_path.glob("ready-*"))) < len(racers):  # every creator waits at the line
-        time.sleep(0.005)
-    go.touch()
+    line.wait(racers)  # every creator waits at the line
+    line.let_go()
     for racer in racers:
         assert racer.wait(timeout=60) == 0, racer.stderr.read() if racer.stderr else ""
     assert Store(path).exists() and (path / "config").read_text().count("[gitmail]") == 1
@@ -340,3 +352,10 @@ def test_a_file_written_atomically_in_pieces_lands_whole_or_not_at_all(tmp_path:
     assert target.read_bytes() == b"one two" and [p.name for p in folder.iterdir()] == ["out.html"]
     write_atomically(folder / "own", b"mine")
     assert (folder / "own").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_objects_a_notes_tree_annotates_are_read_from_its_paths_however_fanned_out() -> None:
+    oid = "0123456789abcdef0123456789abcdef01234567"
+    paths = [oid, f"{oid[:2]}/{oid[2:]}", f"{oid[:2]}/{oid[2:4]}/{oid[4:]}", "", "README", oid.upper(), oid[:39]]
+    assert annotated(paths) == [oid]
+    assert annotated(["f" * 40, "e" * 2 + "/" + "e" * 38]) == ["e" * 40, "f" * 40]

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -22,9 +20,10 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.store.repository import Store
-from gitmail.sync import quick as synccheck
+from gitmail.sync import quick
 from gitmail.sync.remotes import SyncError
 from gitmail.values.layout import State
+from tests.processes import StartingLine, kill_when
 from tests.syncing import as_machine, bare_remote, fsck, git_daemon, places, remote_places, seen, sync_now, whole
 from tests.syncing import machine as make_machine
 
@@ -120,17 +119,17 @@ def check(boxes: Sequence[Store], remote: Path, told: Sequence[Sequence[str]]) -
 
 @pytest.fixture(autouse=True)
 def settled_quickly(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(synccheck, "RACY_SECONDS", 0.0)
-    monkeypatch.setattr(synccheck, "FINE_RACY_SECONDS", 0.0)
+    monkeypatch.setattr(quick, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(quick, "FINE_RACY_SECONDS", 0.0)
     yield
 
 
 def run_three_machines(tmp_path: Path, url: str, remote: Path) -> None:
     boxes = [make_machine(tmp_path, name, url) for name in NAMES]
-    go = tmp_path / "go"
-    loops = start_loops(list(zip(NAMES, boxes, strict=True)), go, ROUNDS)
-    time.sleep(0.2)  # let them import; they wait on the go file either way
-    go.touch()
+    line = StartingLine(tmp_path)
+    loops = start_loops(list(zip(NAMES, boxes, strict=True)), line.go, ROUNDS)
+    line.wait(loops)
+    line.let_go()
     told = reports(loops)
     converge(boxes)
     check(boxes, remote, told)
@@ -169,20 +168,6 @@ def pushing(argv: list[str]) -> bool:
 PHASES: dict[str, Callable[[list[str]], bool]] = {"fetch": fetching, "reconcile": reconciling, "push": pushing}
 
 
-def children(pid: int) -> list[list[str]]:
-    try:
-        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
-    argvs = []
-    for kid in kids:
-        try:
-            argvs.append(Path(f"/proc/{kid}/cmdline").read_bytes().decode(errors="replace").split("\0"))
-        except OSError:
-            continue
-    return argvs
-
-
 def killed_in(phase: str, box: Store, *, whole_group: bool) -> bool:
     """Run `gitmail sync` as its own process and SIGKILL it as soon as it is in `phase` (it, or it and its git
     children). False when it finished before reaching that phase."""
@@ -193,18 +178,8 @@ def killed_in(phase: str, box: Store, *, whole_group: bool) -> bool:
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    matches = PHASES[phase]
     try:
-        while sync_process.poll() is None:
-            if any(matches(argv) for argv in children(sync_process.pid)):
-                if whole_group:
-                    os.killpg(sync_process.pid, signal.SIGKILL)
-                else:
-                    sync_process.kill()
-                sync_process.wait()
-                return True
-            time.sleep(0.0005)
-        return False
+        return kill_when(sync_process, PHASES[phase], whole_group=whole_group)
     finally:
         if sync_process.poll() is None:
             sync_process.kill()

@@ -18,7 +18,7 @@ from gitmail import mailbox
 from gitmail.store.repository import Store
 from gitmail.values.layout import State
 from gitmail.values.names import PERSON
-from gitmail.web import httpd as view
+from gitmail.web import httpd
 from gitmail.web.answering import Tokens
 from tests.conftest import CliRunner, at, mailbox_snapshot
 from tests.hooked import Session
@@ -27,7 +27,7 @@ TOKEN = re.compile(r'name="token" value="([^"]+)"')
 
 
 class Page:
-    def __init__(self, server: view.Server) -> None:
+    def __init__(self, server: httpd.Server) -> None:
         self.server = server
         self.cookie = f"{server.cookie}={server.secret}"
         self.origin = f"http://{server.host}"
@@ -62,7 +62,7 @@ class Page:
 
 
 def serve(box: Store, *, read_only: bool = False) -> Iterator[Page]:
-    server = view.Server(box, read_only=read_only)
+    server = httpd.Server(box, read_only=read_only)
     runner = threading.Thread(target=server.serve_forever, daemon=True)
     runner.start()
     try:

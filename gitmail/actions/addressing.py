@@ -260,3 +260,30 @@ def name_session(box: Store, actor: Actor, *, name: str | None = None, card: str
     assert actor.session is not None
     sessions.describe(box.path, actor.session.host, actor.session.id, name=name, card=text)
     return this_session(box, actor)
+
+
+PEEK_LIMIT = 8_000  # bytes a peek at a session's transcript says at most
+
+
+class Peeked(NamedTuple):
+    view: SessionView
+    turns: list[tuple[str, str]]  # (speaker, text), oldest first: what fits the limit
+    left_out: int  # turns of the last N that did not fit
+
+
+def peek_session(box: Store, address: str, *, count: int) -> Peeked:
+    """The last `count` turns of a session of this machine, from the transcript its host named to the hooks."""
+    from gitmail.store import transcripts
+    from gitmail.values.transcript import last, turns
+
+    if count < 1 or count > 100:
+        raise UsageError("-n must be between 1 and 100")
+    found = [v for v in sessions_here(box, None, all_repos=True) if v.address == address]
+    if not found:
+        raise GitmailError(f"no session {render.quote(address)} on this machine (see `gitmail sessions --all`)")
+    view = found[0]
+    path = sessions.transcript(box.path, view.info.host, view.info.id)
+    if path is None:
+        raise GitmailError(f"the hooks of {render.quote(address)} were never told where its transcript is")
+    chosen = last(turns(transcripts.tail(path)), count)
+    return Peeked(view, [(t.speaker, t.text) for t in chosen], 0)

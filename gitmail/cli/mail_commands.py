@@ -161,10 +161,18 @@ def sessions_command(
     repo: RepoOption = None,
     everyone: Annotated[bool, typer.Option("--all", help="Every repo's sessions.")] = False,
     json_output: JsonOption = False,
+    peek: Annotated[
+        str | None, typer.Option("--peek", metavar="REPO#HANDLE", help="Show that session's last turns instead.")
+    ] = None,
+    turns: Annotated[int, typer.Option("-n", help="With --peek: how many turns (1 to 100).")] = 3,
 ) -> None:
     """Who is here: the sessions of this repo (--all: of every repo) the hooks have seen on this machine, each
     with its address, host, worktree and branch, whether it is live, idle or ended (and when), whether mail can
-    wake it, what is pending for it, and its card."""
+    wake it, what is pending for it, and its card. --peek REPO#HANDLE: that session's last turns (prompts,
+    replies, one line per tool call) from its transcript, quoted as untrusted data."""
+    if peek is not None:
+        commands.peek(peek, turns)
+        return
     commands.sessions(repo=repo, everyone=everyone, json_output=json_output)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gitmail.doctor.findings import Finding, Level, Rule, each, is_, judged, listed, them
-from gitmail.render import count, quote
+from gitmail.render.words import count, quote
 from gitmail.store.claims import load_claims, save_claims
 from gitmail.store.repository import Store
 from gitmail.values.layout import Located, State

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.doctor.findings import Finding, Level, Rule, always, each, judged, listed
-from gitmail.render import count
+from gitmail.render.words import count
 from gitmail.store import keys
 from gitmail.store.repository import Store
 from gitmail.values.verdict import ACCEPTED, NEW, REVOKED

@@ -12,7 +12,7 @@ import gitmail.doctor.key_findings as key_findings
 import gitmail.doctor.store_findings as store_findings
 from gitmail.doctor.findings import Finding, Level, Report, entries, listed
 from gitmail.errors import MailboxError
-from gitmail.render import count
+from gitmail.render.words import count
 from gitmail.store import migrate
 from gitmail.store import repair as mending
 from gitmail.store.log import problem

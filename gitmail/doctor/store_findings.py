@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from gitmail.doctor.findings import Finding, Level, Rule, always, each, holds, is_, judged, listed, points, them, was
 from gitmail.errors import MailboxError
-from gitmail.render import count
+from gitmail.render.words import count
 from gitmail.store import integrity, loose
 from gitmail.store.integrity import DAMAGED_OBJECTS, DAMAGED_REFS, Inventory, JournalState, Notes
 from gitmail.store.repository import Store

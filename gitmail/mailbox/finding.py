@@ -4,6 +4,7 @@ another machine vouches for it; whether a repository's name is known."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from gitmail.errors import GitmailError, NotFound, UsageError
@@ -91,7 +92,10 @@ def parsed(
         try:
             if document is None:
                 raise BadDocument("missing document")
-            message = known.get(place.oid) or parse(document)
+            message = known.get(place.oid)
+            if message is None:
+                kept = here.store.kept
+                message = kept.made_of("message", place.oid, partial(parse, document)) if kept else parse(document)
             message = message._replace(machine=here.machine_of(message.id, message.machine))
             if message.machine is not None:
                 elsewhere.append((len(entries), place))

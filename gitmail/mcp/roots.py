@@ -4,18 +4,14 @@ and why."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
-import anyio
-import mcp_types as types
-from mcp.server.context import ServerRequestContext
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
 from gitmail import render
 from gitmail.errors import GitmailError
+from gitmail.mcp.wire import Request, WireError
 from gitmail.values.names import RepoName, repo_problem
 from gitmail.workspace import Actor, Place, place
 
@@ -87,17 +83,10 @@ class Identity:
         self.directory = directory
         self.roots: list[str] | None = None  # None: not asked yet (or changed since)
 
-    async def resolve(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        explicit: object = None,
-        responses: Mapping[str, Any] | None = None,
-        *,
-        may_ask: bool = True,
-    ) -> Who:
+    def resolve(self, request: Request, explicit: object = None, *, may_ask: bool = True) -> Who:
         if isinstance(explicit, str):
             return Who(RepoName.of_repository(explicit), None, "the argument")
-        roots = await self._roots(ctx, responses or {}, may_ask)
+        roots = self._roots(request, may_ask)
         who = from_roots(roots) if roots else None
         who = who or from_directory(self.directory)
         if who is None:
@@ -107,41 +96,42 @@ class Identity:
             )
         return who
 
-    async def _roots(
-        self, ctx: ServerRequestContext[Any, Any], responses: Mapping[str, Any], may_ask: bool
-    ) -> list[str]:
+    def _roots(self, request: Request, may_ask: bool) -> list[str]:
         if self.roots is not None:
             return self.roots
-        capabilities = ctx.session.client_capabilities
-        if capabilities is None or capabilities.roots is None:
+        if not isinstance(request.client_capabilities.get("roots"), dict):
             return []
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            answer = responses.get(ROOTS_KEY)
-            listed = getattr(answer, "roots", None)
-            if listed is None and isinstance(answer, dict):
-                listed = types.ListRootsResult.model_validate(answer).roots
-            if listed is None:
+        if request.modern:
+            responses = request.params.get("inputResponses")
+            answer = responses.get(ROOTS_KEY) if isinstance(responses, dict) else None
+            listed = answer.get("roots") if isinstance(answer, dict) else None
+            if not isinstance(listed, list):
                 if may_ask:
                     raise RootsWanted()
                 return []
-            self.roots = [str(root.uri) for root in listed]
+            self.roots = _uris(listed)
             return self.roots
         try:
-            with anyio.fail_after(ROOTS_WAIT):
-                result = await ctx.session.list_roots()
+            result = request.peer.ask("roots/list", None, ROOTS_WAIT)
         except TimeoutError:
             raise GitmailError(f"the client did not list its roots within {ROOTS_WAIT:g} s; name a repo") from None
-        except Exception:  # the client refused, or cannot be asked: as if it offered none
+        except WireError:  # the client refused: as if it offered none
             return []
-        self.roots = [str(root.uri) for root in result.roots]
+        listed = result.get("roots")
+        self.roots = _uris(listed if isinstance(listed, list) else [])
         return self.roots
 
     def forget_roots(self) -> None:
         self.roots = None
 
 
-def ask_for_roots() -> types.InputRequiredResult:
-    return types.InputRequiredResult(input_requests={ROOTS_KEY: types.ListRootsRequest(method="roots/list")})
+def _uris(listed: Sequence[Any]) -> list[str]:
+    return [str(root["uri"]) for root in listed if isinstance(root, dict) and isinstance(root.get("uri"), str)]
+
+
+def ask_for_roots() -> dict[str, Any]:
+    """A 2026 answer asking the client to send the call again with its roots."""
+    return {"inputRequests": {ROOTS_KEY: {"method": "roots/list"}}, "resultType": "input_required"}
 
 
 def short(value: object, limit: int = 60) -> str:

@@ -18,9 +18,6 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin, get_type_hints
 
-from jsonschema import Draft202012Validator, ValidationError
-from jsonschema.exceptions import best_match
-
 from gitmail import actions, render
 from gitmail.errors import UsageError
 from gitmail.mcp.roots import Who, short
@@ -331,9 +328,9 @@ class Tool(NamedTuple):
 
     def check(self, arguments: Mapping[str, Any]) -> None:
         """One clear line for the first thing wrong with a call's arguments (never the value itself)."""
-        error = best_match(_validator(self.name).iter_errors(dict(arguments)))
-        if error is not None:
-            raise UsageError(_problem(self, error))
+        problem = _problem(self, arguments)
+        if problem is not None:
+            raise UsageError(f"{self.name}: {problem}")
 
 
 def _tool(run: Callable[..., Answer], *, read_only: bool, acts: Callable[[Mapping[str, Any]], bool]) -> Tool:
@@ -402,35 +399,53 @@ def _property(hint: Any) -> dict[str, Any]:
     return found
 
 
-@cache
-def _validator(name: str) -> Draft202012Validator:
-    return Draft202012Validator(BY_NAME[name].schema)
+_TYPES: dict[str, tuple[type, ...]] = {"boolean": (bool,), "string": (str,), "array": (list,), "integer": (int, float)}
 
 
-def _problem(tool: Tool, error: ValidationError) -> str:
-    where = ".".join(str(part) for part in error.absolute_path) or "the arguments"
-    rule, limit = error.validator, error.validator_value
-    given = error.instance if isinstance(error.instance, dict) else {}
-    if rule == "required":
-        missing = [key for key in tool.schema.get("required", []) if key not in given]
-        return f"{tool.name}: missing argument {short(missing[0] if missing else '?')}"
-    if rule == "additionalProperties":
-        extra = sorted(set(given) - set(tool.schema["properties"]))
-        known = ", ".join(tool.schema["properties"])
-        return f"{tool.name}: unknown argument {short(extra[0] if extra else '?')} (known: {known})"
-    if rule == "type":
-        return f"{tool.name}: {where} must be {'an' if str(limit)[0] in 'aeiou' else 'a'} {limit}"
-    if rule in ("minimum", "maximum"):
-        return f"{tool.name}: {where} must be {'at least' if rule == 'minimum' else 'at most'} {limit}"
-    if rule in ("minItems", "maxItems"):
-        return f"{tool.name}: {where} must list {'at least' if rule == 'minItems' else 'at most'} {limit}"
-    if rule == "enum":
-        return f"{tool.name}: {where} must be one of {', '.join(str(v) for v in _listed(limit))}"
-    return f"{tool.name}: {where} is not valid ({rule})"
+def _problem(tool: Tool, given: object) -> str | None:
+    """The first thing wrong with a call's arguments against the tool's schema, in one line (never the value):
+    the few JSON Schema rules the schemas above use, checked as JSON Schema checks them."""
+    if not isinstance(given, dict):
+        return "the arguments must be an object"
+    missing = [key for key in tool.schema.get("required", []) if key not in given]
+    if missing:
+        return f"missing argument {short(missing[0])}"
+    properties: dict[str, Any] = tool.schema["properties"]
+    extra = sorted(key for key in given if key not in properties)
+    if extra:
+        return f"unknown argument {short(extra[0])} (known: {', '.join(properties)})"
+    for name, rules in properties.items():
+        if name in given:
+            problem = _value_problem(name, rules, given[name])
+            if problem is not None:
+                return problem
+    return None
 
 
-def _listed(values: Any) -> list[Any]:
-    return list(values) if isinstance(values, list) else []
+def _value_problem(where: str, rules: Mapping[str, Any], value: object) -> str | None:
+    kind = rules["type"]
+    fits = isinstance(value, _TYPES[kind]) and (kind == "boolean" or not isinstance(value, bool))
+    if kind == "integer" and isinstance(value, float) and not value.is_integer():
+        fits = False
+    if not fits:
+        return f"{where} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+    if "enum" in rules and value not in rules["enum"]:
+        return f"{where} must be one of {', '.join(str(v) for v in rules['enum'])}"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in rules and value < rules["minimum"]:
+            return f"{where} must be at least {rules['minimum']}"
+        if "maximum" in rules and value > rules["maximum"]:
+            return f"{where} must be at most {rules['maximum']}"
+    if isinstance(value, list):
+        if "minItems" in rules and len(value) < rules["minItems"]:
+            return f"{where} must list at least {rules['minItems']}"
+        if "maxItems" in rules and len(value) > rules["maxItems"]:
+            return f"{where} must list at most {rules['maxItems']}"
+        for number, item in enumerate(value):
+            problem = _value_problem(f"{where}.{number}", rules["items"], item)
+            if problem is not None:
+                return problem
+    return None
 
 
 TOOLS = [

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
-from gitmail.store import catfile, gitcmd, gitconfig, lock, loose, refs, stamps
+from gitmail.store import catfile, gitcmd, gitconfig, kept, lock, loose, refs, stamps
 from gitmail.store.files import unwritable
 from gitmail.store.location import MAILBOX_ENV, OWN_DIR, default_path
 from gitmail.store.lock import Deadline
@@ -33,7 +33,18 @@ if TYPE_CHECKING:
     from gitmail.store import history
 
 MARK_KEY = "gitmail.version"  # set in every mailbox gitmail made: what makes a repository one
-WRITE_WAIT = 10.0  # seconds a command waits for another writer
+
+
+def _lock_wait() -> float:
+    """GITMAIL_LOCK_WAIT: how long to wait for another writer, in seconds (tests shorten it)."""
+    try:
+        given = float(os.environ.get("GITMAIL_LOCK_WAIT", ""))
+    except ValueError:
+        return 10.0
+    return given if 0 < given < 3600 else 10.0
+
+
+WRITE_WAIT = _lock_wait()  # seconds a command waits for another writer
 INDEX_WAIT = 0.5  # how long a read waits for the lock to build the history index, a cache it can do without
 
 
@@ -45,6 +56,7 @@ class Store:
         self._checked = False
         self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
         self._reader: catfile.BatchReader | None = None  # a cat-file kept running, for long-lived processes
+        self.kept: kept.Kept | None = None  # objects read and messages parsed, kept by id in long-lived processes
         self._settings: tuple[tuple[int, int, int] | None, gitconfig.Config] | None = None  # the config, as last read
         self.damaged: set[str] = set()  # objects found unreadable (damaged on disk): read as missing, named here
 
@@ -271,6 +283,11 @@ class Store:
         only the rest costs a `git cat-file`."""
         if not specs:
             return []
+        if self.kept is not None:
+            return self.kept.read(specs, limit, self._read, self.damaged)
+        return self._read(specs, limit)
+
+    def _read(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
         found = loose.read(self.path, specs, limit=limit, damaged=self.damaged)
         rest = [spec for spec, got in zip(specs, found, strict=True) if got is loose.ELSEWHERE]
         answers = iter(self._cat_file(rest, limit) if rest else [])
@@ -311,9 +328,12 @@ class Store:
 
     def keep_reading(self) -> None:
         """For a process that reads this mailbox many times (the MCP server): keep one `git cat-file` running for
-        `read` instead of starting one per read. `close` stops it."""
+        `read` instead of starting one per read, and keep what it read and parsed by object id (kept.py), so a
+        call reads only refs and what changed. `close` stops it."""
         if self._reader is None:
             self._reader = catfile.BatchReader(self.path)
+        if self.kept is None:
+            self.kept = kept.Kept(self.path)
 
     def close(self) -> None:
         reader, self._reader = self._reader, None

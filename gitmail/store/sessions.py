@@ -277,6 +277,12 @@ def listing(mailbox: Path, repo: str | None = None) -> list[Info]:
     return sorted(found, key=lambda i: (i.started, i.id))
 
 
+def transcript(mailbox: Path, host: str, session_id: str) -> str | None:
+    """Where the session's host keeps its transcript, as its hooks were last told (None: never told)."""
+    found = _data(mailbox, host, session_id).get("transcript")
+    return found if isinstance(found, str) and found else None
+
+
 def info(mailbox: Path, host: str, session_id: str) -> Info | None:
     name = key(host, session_id)
     return _info(mailbox, name) if name is not None else None

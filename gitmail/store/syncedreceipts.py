@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from gitmail.store.files import append_durably, read_text
 from gitmail.store.repository import Store
 from gitmail.values import receipts
-from gitmail.values.layout import note_lines, note_specs
+from gitmail.values.layout import annotated, note_lines, note_specs
 from gitmail.values.message import MAX_DOCUMENT_BYTES
 
 FILE = "receipts-from-sync"
@@ -40,12 +40,12 @@ def claimed_here(store: Store, mine: str | None, theirs: str, here: str | None) 
         else ["ls-tree", "-r", "-z", "--name-only", theirs]
     )
     out = store.git(*changed).decode(errors="replace")
-    annotated = sorted({path.replace("/", "") for path in out.split("\0") if len(path.replace("/", "")) == 40})
-    specs = [spec for oid in annotated for side in (mine, theirs) if side for spec in note_specs(side, oid)]
+    objects = annotated(out.split("\0"))
+    specs = [spec for oid in objects for side in (mine, theirs) if side for spec in note_specs(side, oid)]
     notes = store.read(specs, limit=MAX_DOCUMENT_BYTES)
     width = 6 if mine else 3  # the places of each note on both sides (note_specs names 3 per side)
     found: dict[str, list[str]] = {}
-    for number, oid in enumerate(annotated):
+    for number, oid in enumerate(objects):
         read = notes[width * number : width * number + width]
         had = note_lines(read[:3]) if mine else set()
         new = sorted(note_lines(read[-3:]) - had)

@@ -20,6 +20,7 @@ from gitmail.errors import Unwritable, UsageError
 from gitmail.store import gitcmd, gitconfig
 from gitmail.store.files import unwritable, write_atomically
 from gitmail.store.location import mailbox_path
+from gitmail.values.ids import is_oid
 
 TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ def tips(listing: bytes) -> dict[str, str]:
     for line in listing.decode(errors="replace").splitlines():
         oid, _, ref = line.partition("\t")
         name = ref[len(REMOTE_ROOT) :]
-        if ref.startswith(REMOTE_ROOT) and name in SYNCED and len(oid) == 40:
+        if ref.startswith(REMOTE_ROOT) and name in SYNCED and is_oid(oid):
             found[name] = oid
     return found
 

@@ -6,7 +6,6 @@ Reconciliation never goes backwards: archived beats pending, retracted beats act
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -29,6 +28,7 @@ from gitmail.values.layout import (
     Change,
     Located,
     State,
+    annotated,
     archive_prefix,
     inbox_prefix,
     latest,
@@ -450,9 +450,8 @@ def _union(writer: Writer, mine: str, theirs: str, name: str, remote: str) -> st
     from datetime import UTC, datetime
 
     out = writer.store.git("diff-tree", "-r", "-z", "--no-renames", "--name-only", mine, theirs)
-    annotated = {path.replace("/", "") for path in out.decode(errors="replace").split("\0") if path}
-    notes = {}
-    for oid in sorted(o for o in annotated if re.fullmatch(r"[0-9a-f]{40}", o)):
+    notes: dict[str, str] = {}
+    for oid in annotated(out.decode(errors="replace").split("\0")):
         ours = set(writer.objects.note(mine, oid).splitlines())
         both = (ours | set(writer.objects.note(theirs, oid).splitlines())) - {""}
         if both != ours - {""}:

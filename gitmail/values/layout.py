@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from enum import Enum
 from functools import lru_cache
 from typing import NamedTuple
@@ -137,6 +137,12 @@ def latest(places: Sequence[Located]) -> list[Located]:
 
 
 NOTE_PLACES = 3  # the places `note_specs` names
+
+
+def annotated(paths: Iterable[str]) -> list[ObjectId]:
+    """The objects a notes tree holds notes on, from the paths of its files (whole ids, or fanned out into
+    subdirectories as git does), sorted; a path that names no object is left out."""
+    return sorted({oid for path in paths if (oid := ObjectId.of(path.replace("/", ""))) is not None})
 
 
 def note_specs(notes_ref: str, oid: str) -> list[str]:

@@ -36,8 +36,8 @@ import jinja2
 
 from gitmail import actions
 from gitmail.errors import GitmailError, NotFound, Unwritable, UsageError
-from gitmail.render import lease_line as line
-from gitmail.render import visible as escaped
+from gitmail.render.lease_lines import lease_line as line
+from gitmail.render.words import visible as escaped
 from gitmail.store.files import write_atomically
 from gitmail.store.repository import Store
 from gitmail.values.attachments import size_text

@@ -1,0 +1,98 @@
+"""One message as a session or a person reads it: a header line gitmail writes, the body behind "> ", its
+attachments, and the commands that answer it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from gitmail.render.senders import origin, vouched
+from gitmail.render.states import standing
+from gitmail.render.times import when
+from gitmail.render.user_claims import CLAIM, speaks_for_the_user
+from gitmail.render.words import quote, visible
+from gitmail.store.gitcmd import quoted as shell_word
+from gitmail.values import urgency as levels
+from gitmail.values.mail import Entry
+from gitmail.values.message import Message
+
+
+class Voice(NamedTuple):
+    """How a framing speaks to its reader."""
+
+    command: str = "gitmail"  # the command that runs gitmail in the reader's shell, exactly as it must be typed
+    new: bool = False  # the session already knows the rest of its mail: say "new"
+
+
+PLAIN = Voice()
+
+
+def card(
+    entry: Entry,
+    *,
+    claims: Mapping[str, str],
+    summary: bool = False,
+    state: bool = False,
+    voice: Voice = PLAIN,
+) -> str:
+    """One message: a header line gitmail writes, the body behind "> ", and the commands that answer it."""
+    m = entry.message
+    kind = "broadcast" if m.is_broadcast else f"directed to {quote(m.address)}"
+    parts = [
+        f"id {m.id}",
+        *([f"urgency {quote(m.urgency)}"] if m.urgency != levels.NORMAL else []),
+        kind,
+        f"from {quote(m.sender)}{origin(entry)} ({vouched(entry, claims)})",
+        when(m.date),
+        f"subject {quote(m.subject)}",
+    ]
+    if m.reply_to:
+        parts.append(f"in reply to {m.reply_to}")
+    if state:
+        parts.append(standing(entry))
+    lines = ["--- message " + " · ".join(parts)]
+    if state and entry.moved is not None:
+        lines.append(f"Note: {entry.moved.state} here by sync: {entry.moved.said()}.")
+    if speaks_for_the_user(m.subject) or speaks_for_the_user(m.body):
+        lines.append(CLAIM)
+    if summary:
+        lines.append(
+            f"> ({len(m.body):,} characters: too long to show here; read it with `{voice.command} show {m.id}`)"
+        )
+    else:
+        lines += quote_body(m.body)
+    lines += attachment_lines(entry, voice)
+    lines.append(f'Reply: {voice.command} send --reply-to {m.id} --message "..."')
+    if not m.is_broadcast:
+        lines.append(f"Done:  {voice.command} done {m.id}")
+    return "\n".join(lines)
+
+
+def attachment_lines(entry: Entry, voice: Voice = PLAIN) -> list[str]:
+    """One line per attachment: its name (quoted), size and type (what the sender's gitmail recorded; a type is
+    read only when it is a plain MIME token), and the command that writes it out; for a patch, the command that
+    applies it. Never any of its content."""
+    m = entry.message
+    if not m.attachments:
+        return []
+    from gitmail.values.attachments import COMMITS, size_text
+
+    lines = []
+    for item in m.attachments:
+        kind = f"patch of {'commits' if item.patch == COMMITS else 'uncommitted changes'}" if item.patch else item.type
+        save = f"{voice.command} attachment {m.id} {shell_word(item.name)}"
+        lines.append(f"Attachment: {quote(item.name)} · {size_text(item.size)} · {kind} · save: {save}")
+        if item.patch:
+            which = f" {shell_word(item.name)}" if _patches(m) > 1 else ""
+            lines.append(f"Apply: {voice.command} apply {m.id}{which}")
+    return lines
+
+
+def _patches(message: Message) -> int:
+    return sum(1 for item in message.attachments if item.patch)
+
+
+def quote_body(body: str) -> list[str]:
+    if not body.strip():
+        return ["> (no body)"]
+    return [f"> {visible(line, joiners=True)}".rstrip() for line in body.strip("\r\n").splitlines()]

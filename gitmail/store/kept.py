@@ -1,0 +1,79 @@
+"""What a long-lived reader (the MCP server) keeps between calls: object contents and parsed messages, by object id.
+git objects never change once written, so what a spec naming an object by its id read once is what it reads for
+ever; only refs move. A call then reads its refs, and only the objects it has not read before.
+
+A spec naming a ref (`refs/notes/...:path`) is first turned into one naming the ref's commit, so it can be kept too
+(the note read is the note the ref held at that moment, as before). What was not read (missing, damaged, larger
+than asked) is not kept: it is asked again next time. Both tables are bounded; past the bound they start over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from gitmail.store import refs
+from gitmail.values.ids import is_oid
+
+T = TypeVar("T")
+LIMIT = 50_000  # entries each table keeps at most (a message's document is a few KB: tens of MB at worst)
+
+
+class Kept:
+    def __init__(self, mailbox: Path, *, limit: int = LIMIT) -> None:
+        self.mailbox = mailbox
+        self.limit = limit
+        self.contents: dict[tuple[str, int | None], bytes | None] = {}
+        self.made: dict[tuple[str, str], object] = {}
+
+    def read(
+        self,
+        specs: Sequence[str],
+        limit: int | None,
+        reading: Callable[[Sequence[str], int | None], list[bytes | None]],
+        damaged: set[str],
+    ) -> list[bytes | None]:
+        """What `reading(specs, limit)` answers, reading only the specs not kept yet. Nothing (a path a tree does
+        not hold, a note not written) is kept too, unless the read found a damaged object (`damaged` grew)."""
+        named = {spec.partition(":")[0] for spec in specs if spec.startswith("refs/")}
+        tips = refs.resolve(self.mailbox, sorted(named)) if named else {}
+        fixed = [_by_id(spec, tips) for spec in specs]
+        found: list[bytes | None] = [None] * len(specs)
+        asked = []
+        for i, spec in enumerate(fixed):
+            if spec and (spec, limit) in self.contents:
+                found[i] = self.contents[(spec, limit)]
+            else:
+                asked.append(i)
+        if asked:
+            before = len(damaged)
+            answers = reading([fixed[i] or specs[i] for i in asked], limit)
+            whole = len(damaged) == before
+            if len(self.contents) + len(asked) > self.limit:
+                self.contents.clear()
+            for i, answer in zip(asked, answers, strict=True):
+                found[i] = answer
+                if fixed[i] and (answer is not None or whole):
+                    self.contents[(fixed[i], limit)] = answer
+        return found
+
+    def made_of(self, kind: str, oid: str, make: Callable[[], T]) -> T:
+        """`make()`, kept under an object's id: what a message parsed from a commit's document is, say."""
+        key = (kind, oid)
+        if key in self.made:
+            return self.made[key]  # type: ignore[return-value]
+        value = make()
+        if len(self.made) >= self.limit:
+            self.made.clear()
+        self.made[key] = value
+        return value
+
+
+def _by_id(spec: str, tips: dict[str, str]) -> str:
+    """The spec naming its object by id, or "" when it cannot be (a ref that is not there, an abbreviated id)."""
+    name, colon, path = spec.partition(":")
+    if name.startswith("refs/"):
+        name = tips.get(name, "")
+    base = name.removesuffix("^{tree}")
+    return f"{name}{colon}{path}" if base and is_oid(base) else ""
