@@ -264,9 +264,6 @@ def test_a_name_read_from_a_second_path_is_warned_about(cli: CliRunner, repos: R
 @pytest.mark.parametrize(
     ("args", "blocked", "extra"),
     [
-        (["mcp"], "mcp", "mcp"),
-        (["mcp"], "watchfiles", "mcp"),
-        (["install", "--mcp", "--claude", "--dry-run"], "mcp", "mcp"),
         (["view", "--no-open"], "jinja2", "view"),
     ],
 )

@@ -345,7 +345,7 @@ def injected(cwd: Path, module: str, name: str, *args: str, stdin: str = "") -> 
         ("gitmail.actions", "send", ["send", "--to", "web", "-s", "x", "-m", "y"]),
         ("gitmail.sync.quick", "up_to_date", ["sync"]),  # the quick sync path
         ("gitmail.sync.engine", "sync_all", ["sync", "origin"]),  # the whole way
-        ("gitmail.mcp.server", "serve", ["mcp"]),  # the MCP server itself
+        ("gitmail.mcp.server", "Mailroom", ["mcp"]),  # the MCP server itself
     ],
 )
 def test_an_unexpected_failure_is_one_line_with_its_own_exit_code(

@@ -216,7 +216,10 @@ def show(*, message_id: str, json_output: bool) -> None:
         print(render.card(shown.entry, claims=shown.claims, state=True))
 
 
-def sessions(*, repo: str | None, everyone: bool, json_output: bool) -> None:
+def sessions(*, repo: str | None, everyone: bool, json_output: bool, peek: str | None = None, turns: int = 3) -> None:
+    if peek is not None:
+        _peek(peek, turns)
+        return
     name: RepoName | None = None
     if not everyone:
         who = reader(repo)
@@ -233,7 +236,7 @@ def sessions(*, repo: str | None, everyone: bool, json_output: bool) -> None:
         say("no sessions seen" + (f" for {render.quote(name)}" if name is not None else "") + " on this machine")
 
 
-def peek(address: str, count: int) -> None:
+def _peek(address: str, count: int) -> None:
     """The last turns of a session, behind "> " as a message body is, within PEEK_LIMIT bytes (oldest left out)."""
     from gitmail.actions.addressing import PEEK_LIMIT
 

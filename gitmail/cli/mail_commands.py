@@ -170,10 +170,7 @@ def sessions_command(
     with its address, host, worktree and branch, whether it is live, idle or ended (and when), whether mail can
     wake it, what is pending for it, and its card. --peek REPO#HANDLE: that session's last turns (prompts,
     replies, one line per tool call) from its transcript, quoted as untrusted data."""
-    if peek is not None:
-        commands.peek(peek, turns)
-        return
-    commands.sessions(repo=repo, everyone=everyone, json_output=json_output)
+    commands.sessions(repo=repo, everyone=everyone, json_output=json_output, peek=peek, turns=turns)
 
 
 @app.command("session")

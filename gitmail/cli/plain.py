@@ -72,7 +72,12 @@ def specs() -> dict[str, Spec]:
             {"--everyone": "everyone", "--sent": "sent", "--json": "json_output"},
             numbers=frozenset({"count"}),
         ),
-        "sessions": Spec(commands.sessions, {"--repo": "repo"}, {"--all": "everyone", "--json": "json_output"}),
+        "sessions": Spec(
+            commands.sessions,
+            {"--repo": "repo", "--peek": "peek", "-n": "turns"},
+            {"--all": "everyone", "--json": "json_output"},
+            numbers=frozenset({"turns"}),
+        ),
         "session": Spec(commands.session, {"--name": "name", "--card": "card"}, {"--json": "json_output"}),
         "lease": Spec(
             commands.lease,
@@ -112,7 +117,7 @@ DEFAULTS: dict[str, dict[str, object]] = {
         "sent": False,
         "json_output": False,
     },
-    "sessions": {"repo": None, "everyone": False, "json_output": False},
+    "sessions": {"repo": None, "everyone": False, "json_output": False, "peek": None, "turns": 3},
     "session": {"name": None, "card": None, "json_output": False},
     "lease": {"paths": [], "duration": None, "shared": False, "note": None, "renew": False},
     "release": {"paths": []},
