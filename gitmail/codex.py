@@ -21,11 +21,16 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from gitmail.store import processes, sessions
 from gitmail.store.gitcmd import spawn
 from gitmail.values.session_info import Info
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 # `codex SUBCOMMAND` that is not an interactive session.
 NOT_INTERACTIVE = frozenset(

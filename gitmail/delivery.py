@@ -23,21 +23,30 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from enum import Enum
-from typing import Any, NamedTuple
 
-from gitmail import codex, mailbox, render
+from gitmail import mailbox, render
 from gitmail.errors import MailboxBusy, MailboxError, Unwritable
-from gitmail.store import sessions, stamps
+from gitmail.store import stamps
 from gitmail.store.claims import claim, load_claims
 from gitmail.store.files import refused
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
 from gitmail.values import urgency as levels
+from gitmail.values.layout import leases_prefix
 from gitmail.values.mail import Entry, Pending
 from gitmail.values.names import RepoName, name_problem
 from gitmail.workspace import Actor
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from enum import Enum
+    from typing import Any, NamedTuple
+
+    from gitmail.store import sessions
+else:
+    from gitmail.values.choices import Enum
+    from gitmail.values.tuples import NamedTuple
 
 MAX_CONTINUATIONS = 20  # turn ends continued per session, whatever arrives
 WAKE_LIMIT = 10  # wakes per window per session
@@ -175,6 +184,8 @@ def deliver(
     session = actor.session
     if session is None or peek:
         return _noting(_with(show(found.mail, None), leased), found.unrecorded)
+    from gitmail.store import sessions  # a session's record: not loaded for a reader outside any session
+
     with sessions.record(store.path, session.host, session.id, deadline) as record:
         if record is None:  # no record to be had: behave as a session that knows nothing yet
             return _noting(_with(show(found.mail, None), leased), found.unrecorded)
@@ -195,6 +206,8 @@ def deliver(
 
 def _leased(store: Store, actor: Actor) -> str:
     """What a reader is told before work starts of the leases others hold in its repository ("" when none)."""
+    if not store.refs_under(leases_prefix(actor.repo)):
+        return ""  # no lease: what reads and judges them is not loaded
     from gitmail.mailbox import leasing
 
     me = actor.session.key if actor.session is not None else ""
@@ -277,6 +290,8 @@ def _read(store: Store, actor: Actor, moment: Moment, deadline: Deadline, peek: 
 
 def _begin(store: Store, actor: Actor, moment: Moment, record: sessions.Record, watch: bool) -> None:
     """What the moment itself changes in the session's record: a start forgets what the session knew."""
+    from gitmail.store import sessions
+
     session = actor.session
     assert session is not None
     record.set("repo", str(actor.repo))
@@ -354,7 +369,10 @@ def for_session(store: Store, actor: Actor, mail: Pending) -> Pending:
     states: dict[str, str | None] = {}
 
     def state(key: str) -> str | None:
-        if key not in states:
+        if key not in states:  # mail for one session: whether it still runs is read (and what reads it loaded)
+            from gitmail import codex
+            from gitmail.store import sessions
+
             host, _, session_id = key.partition(":")
             found = sessions.info(store.path, host, session_id)
             states[key] = codex.routed(store.path, found).state if found is not None else None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
 
 from gitmail import render
 from gitmail.mailbox import leasing
@@ -24,6 +23,12 @@ from gitmail.values import edits
 from gitmail.values import lease as leases
 from gitmail.values.lease import Lease
 from gitmail.workspace import Actor, Place
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 
 class Verdict(NamedTuple):

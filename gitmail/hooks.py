@@ -15,9 +15,12 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from gitmail.edge import contained
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 WAKE_EXIT = 2  # Claude Code starts a new turn when an asyncRewake hook exits 2; its stderr reaches the model
 MAX_PAYLOAD = 1 << 24  # a host payload larger than this is not read whole (a tool's output can be large)
@@ -175,12 +178,15 @@ def _before_edit(host: str, payload: dict[str, Any]) -> Answer:
 def due(store: Any, repo: Any) -> float | None:
     """When a kept session start stops holding: when one must start a sync (with remotes that sync by themselves),
     or a lease it names ends."""
-    from gitmail.mailbox import leasing
     from gitmail.sync import background
+    from gitmail.values.layout import leases_prefix
 
     auto = background.automatic(store)
     times = [background.next_due(store, auto)] if auto else []
-    times += [s.lease.expires for s in leasing.standing(store, repo) if s.held]
+    if store.refs_under(leases_prefix(repo)):  # what reads and judges leases is loaded only when one is held
+        from gitmail.mailbox import leasing
+
+        times += [s.lease.expires for s in leasing.standing(store, repo) if s.held]
     return min(times) if times else None
 
 

@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
 from gitmail.values.names import PERSON, RepoName, nfc, repo_problem
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 NAME_SETTING = "gitmail.name"  # in a repository's own git config: the mailbox name it goes by
 

@@ -34,6 +34,7 @@ PEER_ROWS = {
     "peers: agent-collab-kit send",
     "peers: gitmail inbox --peek (20 pending)",
     "peers: agent-collab-kit inbox (20 pending)",
+    "peers: gitmail log -n 20",
 }
 PENDING_ROWS = {
     "pending: python3 -c pass",
@@ -117,6 +118,7 @@ def test_quick_benchmark_reports_every_row() -> None:
     peers = {row["name"]: row for row in rows if row["name"] in PEER_ROWS}
     for name in ("peers: gitmail send", "peers: gitmail inbox --peek (20 pending)"):
         assert "× agent-collab-kit 0.1.2" in peers[name]["note"], name
+    assert "× python3 -c pass" in peers["peers: gitmail log -n 20"]["note"]
 
     pending = {row["name"]: row for row in rows if row["name"] in PENDING_ROWS}
     for name in ("pending: hook session-start, 500 pending", "pending: inbox --peek, 500 pending"):

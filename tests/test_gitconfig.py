@@ -3,12 +3,16 @@ reads it, and what the reader does not follow it says so instead of guessing."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from gitmail import mailbox
 from gitmail.store import gitconfig
+from gitmail.store.repository import Store
+from tests.hooked import Session
 
 CORPUS = {
     "plain": "[core]\n\tbare = true\n[gitmail]\n\tversion = 2\n",
@@ -101,3 +105,20 @@ def test_booleans_read_as_git_reads_them(tmp_path: Path) -> None:
     assert found is not None
     assert [found.flag(f"gitmail.{k}", default=False) for k in "abcd"] == [True, False, True, False]
     assert found.flag("gitmail.e", default=True) is True
+
+
+def test_a_session_start_reads_each_config_file_once(web: Path, box: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hooks read the repository's config (its name) and the mailbox's (its settings), each once however many
+    settings a run asks for: one hook run is one process."""
+    for number in range(3):
+        mailbox.send(box, sender="api", to="web", subject=f"hello {number}")
+    reads: list[str] = []
+    load = gitconfig.load
+
+    def counted(path: str | os.PathLike[str]) -> gitconfig.Config | None:
+        reads.append(os.fspath(path))
+        return load(path)
+
+    monkeypatch.setattr(gitconfig, "load", counted)
+    assert "hello 2" in Session(web, "s1")("session-start", hook_event_name="SessionStart", source="resume")
+    assert sorted(reads) == sorted({str(web / ".git" / "config"), str(box.path / "config")})

@@ -4,12 +4,15 @@ command pays for pydantic."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+import gitmail
 from gitmail import mailbox
 from gitmail.store.repository import Store
 from gitmail.sync import remotes
@@ -74,6 +77,69 @@ def test_sync_imports_no_command_line_library(web: Path, box: Store, tmp_path: P
     modules = imported("sync", cwd=web)
     assert {"gitmail.cli.sync", "gitmail.sync.engine"} <= modules
     assert not {m for m in modules if m.split(".")[0] in ("typer", "click", "rich")}
+
+
+def imported_beyond_the_interpreter(*args: str, cwd: Path, stdin: str = "") -> set[str]:
+    """The modules a gitmail process loaded that the interpreter itself does not: run without `site` (an editable
+    install's finder would load pathlib, re and enum for every process), gitmail found on PYTHONPATH."""
+    root = str(Path(gitmail.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": root}
+    bare = subprocess.run(
+        [sys.executable, "-S", "-c", "import sys; print(' '.join(sys.modules))"],
+        capture_output=True, text=True, env=env, timeout=60, check=True,
+    )  # fmt: skip
+    out = cwd.parent / "modules.json"
+    probe = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(out)!r}, 'w').write(' '.join(sorted(sys.modules))))\n"
+        "from gitmail.__main__ import main\n"
+        f"sys.argv = ['gitmail', *{list(args)!r}]\n"
+        "sys.exit(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe], cwd=cwd, input=stdin, capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return set(out.read_text().split()) - set(bare.stdout.split())
+
+
+NEVER_ON_A_READ = ("typing", "typer", "click", "rich", "pygit2", "frontmatter", "yaml", "dataclasses", "subprocess")
+# What sends, addresses sessions, gathers attachments, wakes sessions or judges leases: not loaded to read mail.
+SENDING_SIDE = (
+    "gitmail.actions.sending", "gitmail.actions.addressing", "gitmail.actions.attaching", "gitmail.actions.leases",
+    "gitmail.waking", "gitmail.codex", "gitmail.guarding", "gitmail.mailbox.leasing", "gitmail.store.lease_refs",
+    "gitmail.values.lease", "gitmail.values.edits", "gitmail.values.attachments",
+)  # fmt: skip
+
+
+def _loaded(modules: set[str], names: Sequence[str]) -> set[str]:
+    return {m for m in modules if m in names or m.split(".")[0] in names}
+
+
+def test_a_session_start_python_answers_loads_only_what_reading_mail_uses(web: Path, box: Store) -> None:
+    """A resumed session with directed mail, answered by Python: no typing (value classes are built without it), no
+    command-line library, no pygit2, nothing of the sending, waking or lease side while no lease is held."""
+    for number in range(3):
+        mailbox.send(box, sender="api", to="web", subject=f"hello {number}", body="Please read this.")
+    start = json.dumps({"session_id": "s1", "cwd": str(web), "hook_event_name": "SessionStart", "source": "resume"})
+    modules = imported_beyond_the_interpreter("hook", "session-start", "--host", "claude", cwd=web, stdin=start)
+    assert "gitmail.delivery" in modules and "gitmail.render.frames" in modules
+    assert _loaded(modules, NEVER_ON_A_READ) == set()
+    assert _loaded(modules, SENDING_SIDE) == set()
+
+
+@pytest.mark.parametrize("args", [("inbox", "--peek"), ("log", "-n", "20")])
+def test_inbox_and_log_load_only_what_reading_mail_uses(web: Path, box: Store, args: tuple[str, ...]) -> None:
+    """`inbox --peek` and `log -n 20`: no typing, no command-line library, no pygit2, and nothing that sends,
+    addresses sessions, wakes them or judges leases; `log` not even the delivery policy or a session's record."""
+    for number in range(3):
+        mailbox.send(box, sender="api", to="web", subject=f"hello {number}", body="Please read this.")
+    modules = imported_beyond_the_interpreter(*args, cwd=web)
+    assert "gitmail.cli.commands" in modules
+    assert _loaded(modules, NEVER_ON_A_READ) == set()
+    assert _loaded(modules, SENDING_SIDE) == set()
+    if args[0] == "log":
+        assert _loaded(modules, ("gitmail.delivery", "gitmail.store.sessions", "gitmail.render.frames")) == set()
 
 
 def test_a_send_to_a_repository_imports_only_what_it_runs(api: Path, web: Path, box: Store) -> None:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from gitmail import render
@@ -239,3 +241,13 @@ def test_json_escapes_what_a_terminal_or_a_script_would_act_on_or_hide() -> None
     assert json.loads(dumped) == {"subject": text, "list": [text]}  # the same JSON
     assert not re.search("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200b\ufeff\U000e0001]", dumped)
     assert "é ü 中 👍" in dumped and dumped.count("\n") == 5  # the rest as written, and the layout's line breaks
+
+
+def test_the_package_loads_a_module_only_for_a_name_asked_of_it() -> None:
+    """`gitmail.render` alone loads none of its modules; a name loads the module that owns it and what that uses."""
+    probe = (
+        "import sys\nimport gitmail.render as render\nbefore = sorted(m for m in sys.modules if m.startswith('gitmail.render.'))\n"
+        "render.lease_line\nafter = sorted(m for m in sys.modules if m.startswith('gitmail.render.'))\nprint(before, after)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[] ['gitmail.render.lease_lines', 'gitmail.render.times', 'gitmail.render.words']"

@@ -4,9 +4,7 @@ names, who is here, the calling session, its name and card, and where a message 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from gitmail import mailbox, render
 from gitmail.errors import GitmailError, UsageError
@@ -15,20 +13,25 @@ from gitmail.store.repository import Store
 from gitmail.values.address import HANDLE, Address
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
+from gitmail.values.patterns import lazy
 from gitmail.values.phrase import Phrase
 from gitmail.workspace import Actor, Session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NamedTuple
+
     from gitmail import codex, delivery, waking
     from gitmail.store import sessions
     from gitmail.values.mail import Pending
     from gitmail.values.session_info import Info, SessionView
 else:  # loaded at their first use: a send to a repository (the commonest) looks at no session
+    from gitmail.values.tuples import NamedTuple
+
     codex, delivery, waking = module("gitmail.codex"), module("gitmail.delivery"), module("gitmail.waking")
     sessions = module("gitmail.store.sessions")
 
-SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+SESSION_NAME = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 Places = dict[str, tuple[str | None, str | None]]  # work trees already looked at: (worktree name, branch)
 
 

@@ -7,7 +7,6 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail import mailbox, render
 from gitmail.errors import GitmailError, UsageError
@@ -16,10 +15,15 @@ from gitmail.values.mail import Entry
 from gitmail.values.phrase import Phrase
 from gitmail.workspace import Actor, current_directory, toplevel
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NamedTuple
+
     from gitmail.project import Applied, Gathered
     from gitmail.values.attachments import Attachment
     from gitmail.values.outgoing import Outgoing
+else:
+    from gitmail.values.tuples import NamedTuple
 
 UNCOMMITTED = ""  # `send(patch=UNCOMMITTED)`: the uncommitted changes against HEAD, not commits
 APPLY_OUTSIDE = "gitmail apply works on the git work tree you are in: run it inside one"

@@ -9,7 +9,6 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from gitmail import guarding, render
 from gitmail.actions.written import after_writing
@@ -22,6 +21,12 @@ from gitmail.values.lease import Lease, Standing
 from gitmail.values.names import RepoName
 from gitmail.values.phrase import Phrase
 from gitmail.workspace import Actor, current_directory
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 
 class LeaseView(NamedTuple):

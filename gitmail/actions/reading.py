@@ -3,14 +3,10 @@ to record, one message whole, and history."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from gitmail import delivery, mailbox
-from gitmail.actions.addressing import find_session
+from gitmail import mailbox
 from gitmail.actions.rules import without
-from gitmail.delivery import Delivery, Moment
 from gitmail.errors import UsageError
-from gitmail.store import sessions, stamps
+from gitmail.store import hookfiles
 from gitmail.store.claims import load_claims
 from gitmail.store.lock import Deadline
 from gitmail.store.repository import WRITE_WAIT, Store
@@ -20,6 +16,15 @@ from gitmail.values.names import RepoName, name_problem
 from gitmail.values.phrase import Phrase
 from gitmail.workspace import Actor, Session
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+
+    from gitmail import delivery
+    from gitmail.delivery import Delivery, Moment
+else:
+    from gitmail.values.tuples import NamedTuple
+
 HOOK_WAIT = 1.5  # seconds one hook run may wait for the mailbox, all waits together
 
 
@@ -28,7 +33,11 @@ def inbox(box: Store, actor: Actor, *, peek: bool = False, command: str = "gitma
     has (delivery.py). Unless `peek`, the broadcasts shown are handed over and receipts are written. `person`: the
     reader is the person at a terminal; outside a session, in the repository itself (not one named from elsewhere)
     or the person's own inbox, what was shown whole is recorded for `done --all`."""
-    shown = delivery.deliver(box, actor, Moment.INBOX, deadline=Deadline(WRITE_WAIT), peek=peek, command=command)
+    from gitmail import delivery  # the policy: loaded by what shows mail, not by what lists or sends it
+
+    shown = delivery.deliver(
+        box, actor, delivery.Moment.INBOX, deadline=Deadline(WRITE_WAIT), peek=peek, command=command
+    )
     if person and not peek and actor.session is None and (actor.here is not None or actor.repo.is_person):
         from gitmail.store import terminal
 
@@ -52,6 +61,9 @@ def at_moment(
     """What a host's hook hands its session at a moment (delivery.py decides). A session start also starts a
     background sync when one is due. Receipts are left for the caller to write once it has answered
     (`Delivery.recording`, `record`)."""
+    from gitmail import delivery
+    from gitmail.delivery import Moment
+
     if moment is Moment.START:
         from gitmail.sync import background
 
@@ -60,7 +72,11 @@ def at_moment(
         box, actor, moment, deadline=Deadline(HOOK_WAIT), continuing=continuing, command=command, defer=True,
         watch=watch,
     )  # fmt: skip
-    if moment in (Moment.START, Moment.TOOL, Moment.PROMPT) and actor.session is not None:
+    if (
+        moment in (Moment.START, Moment.TOOL, Moment.PROMPT)
+        and actor.session is not None
+        and hookfiles.tracked_leases(box.path, actor.session.key) is not None
+    ):  # a session holding leases: they are kept up
         from gitmail.actions.leases import keep_up
 
         told = keep_up(box, actor)
@@ -75,6 +91,8 @@ def session_ended(box: Store, session: Session, reason: str = "") -> None:
     session-start answer still holds."""
     if not box.exists():
         return
+    from gitmail.store import sessions, stamps
+
     repo = sessions.ended(box.path, session.host, session.id, reason)
     if repo is not None and not name_problem(repo):
         from gitmail.actions.leases import end_with_session
@@ -88,6 +106,8 @@ def session_ended(box: Store, session: Session, reason: str = "") -> None:
 
 def record(box: Store, recording: delivery.Recording) -> None:
     """Write what a showing left to record (its receipts)."""
+    from gitmail import delivery
+
     delivery.record(box, recording, deadline=Deadline(WRITE_WAIT))
 
 
@@ -100,6 +120,8 @@ def show(box: Store, actor: Actor | None, message_id: str) -> Shown:
     """One message whole, with its receipts. Read whole inside a session, it counts as shown to that session."""
     entry = mailbox.show(box, message_id)
     if actor is not None and actor.session is not None and entry.recipient == actor.repo:
+        from gitmail.store import sessions
+
         sessions.saw(box.path, actor.session.host, actor.session.id, {entry.message.id})
     return Shown(entry, load_claims(box))
 
@@ -126,6 +148,8 @@ def log(
         raise UsageError("a search cannot hold a NUL character")
     if handle is None or repo is None:
         return mailbox.log(box, repo=repo, limit=limit, grep=grep, thread=thread, sent=sent)
+    from gitmail.actions.addressing import find_session  # sessions as addresses: loaded for one session's log
+
     key = find_session(box, Address(repo, handle)).info.key
     found = mailbox.log(box, repo=repo, limit=None, grep=grep, sent=sent)
     theirs = [e for e in found if key in (e.message.from_session, e.message.to_session)]

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from gitmail.errors import MailboxError, Unwritable
+from gitmail.mailbox.finding import (
+    damaged_error,
+    documents_of,
+    from_rows,
+    newest_first,
+    oldest_first,
+    parsed,
+    resolve,
+    with_receipts,
+)
 from gitmail.store.machines import Here
 from gitmail.store.repository import Store
 from gitmail.values.layout import (
@@ -20,20 +28,9 @@ from gitmail.values.layout import (
 from gitmail.values.mail import Entry, History
 from gitmail.values.names import RepoName
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
-
-
-from gitmail.mailbox.finding import (
-    damaged_error,
-    documents_of,
-    from_rows,
-    newest_first,
-    oldest_first,
-    parsed,
-    resolve,
-    with_receipts,
-)
 
 
 def log(

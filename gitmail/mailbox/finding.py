@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
 
 from gitmail.errors import GitmailError, NotFound, UsageError
 from gitmail.store import syncedreceipts
@@ -34,6 +33,7 @@ from gitmail.values.message import (
 from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.values.verdict import Verdict
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import GitmailError
 from gitmail.mailbox.writes import writer_for
@@ -20,8 +19,13 @@ from gitmail.values.layout import Change
 from gitmail.values.lease import Lease, Standing
 from gitmail.values.names import RepoName
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NamedTuple
+
     from gitmail.store.writer import Writer
+else:
+    from gitmail.values.tuples import NamedTuple
 
 
 class Refused(GitmailError):

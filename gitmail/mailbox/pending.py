@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
+from gitmail.mailbox.finding import oldest_first, parsed
+from gitmail.mailbox.writes import local_machine_id, now, receipts_change, writer_for
 from gitmail.store import pendingindex, syncedreceipts
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
@@ -30,13 +31,6 @@ from gitmail.values.message import (
 )
 from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
-
-if TYPE_CHECKING:  # what writes is loaded only to write
-    pass
-
-
-from gitmail.mailbox.finding import oldest_first, parsed
-from gitmail.mailbox.writes import local_machine_id, now, receipts_change, writer_for
 
 
 def _delivered(

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
 
 from gitmail.errors import MailboxError
 from gitmail.store import syncedreceipts
@@ -21,7 +20,10 @@ from gitmail.values.layout import (
 from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # what writes is loaded only to write
+    from typing import Any
+
     from gitmail.store.writer import Writer
 
 

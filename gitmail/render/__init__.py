@@ -8,7 +8,7 @@ Each job is a module of its own: `frames` (the framing), `cards` (one message), 
 
 from __future__ import annotations
 
-import importlib
+from gitmail.lazy import exports
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,67 +62,57 @@ if TYPE_CHECKING:
     from gitmail.render.words import size as size
     from gitmail.render.words import visible as visible
 
-_HOME = {  # each shared name -> the module that owns it
-    "attachment_lines": "cards",
-    "card": "cards",
-    "PLAIN": "cards",
-    "quote_body": "cards",
-    "Voice": "cards",
-    "CLAIM": "user_claims",
-    "speaks_for_the_user": "user_claims",
-    "described": "confirmations",
-    "done": "confirmations",
-    "retracted": "confirmations",
-    "sent": "confirmations",
-    "BUDGET": "frames",
-    "framing": "frames",
-    "HOST_LIMIT": "frames",
-    "in_order": "frames",
-    "MARGIN": "frames",
-    "notice": "frames",
-    "select": "frames",
-    "Selection": "frames",
-    "unreadable": "frames",
-    "UNREADABLE_LISTED": "frames",
-    "unrecorded": "frames",
-    "lease_holder": "lease_lines",
-    "lease_json": "lease_lines",
-    "lease_line": "lease_lines",
-    "lease_refusal": "lease_lines",
-    "leased": "lease_lines",
-    "leases_held": "lease_lines",
-    "as_json": "listings",
-    "log_line": "listings",
-    "session_json": "listings",
-    "session_line": "listings",
-    "machine_name": "senders",
-    "origin": "senders",
-    "PERSON_LABEL": "senders",
-    "trust": "senders",
-    "vouched": "senders",
-    "key_lines": "signing_keys",
-    "own_key": "signing_keys",
-    "own_key_line": "signing_keys",
-    "standing": "states",
-    "until": "times",
-    "when": "times",
-    "when_epoch": "times",
-    "count": "words",
-    "dumps": "words",
-    "quote": "words",
-    "size": "words",
-    "visible": "words",
-}
-
-
-def __getattr__(name: str) -> object:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # found once: later uses do not come back here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOME])
+__getattr__ = exports(
+    __name__,
+    {  # each shared name -> the module that owns it
+        "attachment_lines": "gitmail.render.cards",
+        "card": "gitmail.render.cards",
+        "PLAIN": "gitmail.render.cards",
+        "quote_body": "gitmail.render.cards",
+        "Voice": "gitmail.render.cards",
+        "CLAIM": "gitmail.render.user_claims",
+        "speaks_for_the_user": "gitmail.render.user_claims",
+        "described": "gitmail.render.confirmations",
+        "done": "gitmail.render.confirmations",
+        "retracted": "gitmail.render.confirmations",
+        "sent": "gitmail.render.confirmations",
+        "BUDGET": "gitmail.render.frames",
+        "framing": "gitmail.render.frames",
+        "HOST_LIMIT": "gitmail.render.frames",
+        "in_order": "gitmail.render.frames",
+        "MARGIN": "gitmail.render.frames",
+        "notice": "gitmail.render.frames",
+        "select": "gitmail.render.frames",
+        "Selection": "gitmail.render.frames",
+        "unreadable": "gitmail.render.frames",
+        "UNREADABLE_LISTED": "gitmail.render.frames",
+        "unrecorded": "gitmail.render.frames",
+        "lease_holder": "gitmail.render.lease_lines",
+        "lease_json": "gitmail.render.lease_lines",
+        "lease_line": "gitmail.render.lease_lines",
+        "lease_refusal": "gitmail.render.lease_lines",
+        "leased": "gitmail.render.lease_lines",
+        "leases_held": "gitmail.render.lease_lines",
+        "as_json": "gitmail.render.listings",
+        "log_line": "gitmail.render.listings",
+        "session_json": "gitmail.render.listings",
+        "session_line": "gitmail.render.listings",
+        "machine_name": "gitmail.render.senders",
+        "origin": "gitmail.render.senders",
+        "PERSON_LABEL": "gitmail.render.senders",
+        "trust": "gitmail.render.senders",
+        "vouched": "gitmail.render.senders",
+        "key_lines": "gitmail.render.signing_keys",
+        "own_key": "gitmail.render.signing_keys",
+        "own_key_line": "gitmail.render.signing_keys",
+        "standing": "gitmail.render.states",
+        "until": "gitmail.render.times",
+        "when": "gitmail.render.times",
+        "when_epoch": "gitmail.render.times",
+        "count": "gitmail.render.words",
+        "dumps": "gitmail.render.words",
+        "quote": "gitmail.render.words",
+        "size": "gitmail.render.words",
+        "visible": "gitmail.render.words",
+    },
+)

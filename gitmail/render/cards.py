@@ -4,7 +4,6 @@ attachments, and the commands that answer it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from gitmail.render.senders import origin, vouched
 from gitmail.render.states import standing
@@ -15,6 +14,12 @@ from gitmail.store.gitcmd import quoted as shell_word
 from gitmail.values import urgency as levels
 from gitmail.values.mail import Entry
 from gitmail.values.message import Message
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 
 class Voice(NamedTuple):

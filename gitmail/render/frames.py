@@ -9,12 +9,17 @@ itself off as gitmail's own words.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
 
 from gitmail.render.cards import PLAIN, Voice, card
 from gitmail.render.words import count, quote, size
 from gitmail.values import urgency as levels
 from gitmail.values.mail import Entry, Pending
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 # Hosts cap injected text, each in its own unit: Claude Code at 10,000 UTF-16 code units (past it the whole text
 # becomes a file path and a preview), Codex at 2,500 "tokens" counted as UTF-8 bytes / 4 (past it the middle is

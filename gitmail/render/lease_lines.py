@@ -4,10 +4,13 @@ a lease or an edit is refused, the leases others hold."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from gitmail.render.times import until, when_epoch
 from gitmail.render.words import quote
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def lease_line(view: Any) -> str:

@@ -4,7 +4,6 @@ a session's line and JSON in `gitmail sessions`."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from gitmail.render.senders import machine_name
 from gitmail.render.states import standing
@@ -14,6 +13,10 @@ from gitmail.values import receipts
 from gitmail.values import urgency as levels
 from gitmail.values.machine import Machine
 from gitmail.values.mail import Entry, status
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def log_line(entry: Entry) -> str:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any
 
 from gitmail.values.names import INVISIBLE, JOINERS, UNSAFE_TEXT
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def size(text: str) -> int:

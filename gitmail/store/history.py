@@ -14,9 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from gitmail.store.location import OWN_DIR
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 DIRECTORY = "history"
 EVERYONE = "_everyone"  # the file every message is in

@@ -32,9 +32,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
 
 from gitmail.store.location import OWN_DIR
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 STAMPS = "stamps"
 SESSIONS = "sessions"
@@ -138,3 +143,27 @@ def kept_key(stamps: str, claims: str, *, watch: bool) -> str:
     the framing hands out)."""
     wake = os.environ.get("GITMAIL_WAKE", "")
     return f"{stamps}:{claims}:{wake}:{'watch' if watch else ''}:{os.environ.get('PATH', '')}"
+
+
+def renewal_path(mailbox: Path, holder: str) -> str | None:
+    """A session's `.renew` (store/lease_refs.py writes it): when its leases are next renewed, and which they are."""
+    host, _, session_id = holder.partition(":")
+    stem = session_key(host, session_id) if session_id else None
+    return str(folder(mailbox, SESSIONS) / f"{stem}.renew") if stem else None
+
+
+def tracked_leases(mailbox: Path, holder: str) -> tuple[str, list[str]] | None:
+    """The repository (its ref) and the leases a session's `.renew` lists; None without one (a session holding no
+    lease: nothing about leases need be loaded)."""
+    path = renewal_path(mailbox, holder)
+    return listed_leases(path) if path is not None else None
+
+
+def listed_leases(path: str) -> tuple[str, list[str]] | None:
+    """What a `.renew` file lists: its repository's ref, then lease ids; None when it cannot be read or is empty."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            lines = [line.strip() for line in handle.read(64 * 1024).splitlines() if line.strip()]
+    except OSError:
+        return None
+    return (lines[0], [line for line in lines[1:] if line.isalnum()]) if lines else None

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from gitmail.errors import Unwritable, UsageError
 from gitmail.store import hookfiles
@@ -29,8 +28,14 @@ from gitmail.store.files import write_atomically
 from gitmail.store.repository import Store
 from gitmail.values import lease as leases
 from gitmail.values.ids import ObjectId
-from gitmail.values.layout import ROOT
+from gitmail.values.layout import ROOT, leases_prefix
 from gitmail.values.names import RepoName
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 ACTIVE, ENDED = "leases", "leased"
 INDEX_SUFFIX = ".leases"
@@ -46,7 +51,7 @@ class Stored(NamedTuple):
 
 
 def active_prefix(repo: RepoName) -> str:
-    return f"{ROOT}{repo.ref}/{ACTIVE}/"
+    return leases_prefix(repo)
 
 
 def ended_ref(repo: RepoName, lease_id: str) -> str:
@@ -145,9 +150,7 @@ def renewal_path(store: Store, holder: str) -> str | None:
     """The file whose time is when a session's leases are next renewed (hook.sh's `due`): the session's `.renew`,
     which also lists its leases (the repository's ref, then their ids), so that one that ended without it (expired,
     or with a session found dead) can be told of when it next looks."""
-    host, _, session_id = holder.partition(":")
-    stem = hookfiles.session_key(host, session_id) if session_id else None
-    return str(hookfiles.folder(store.path, hookfiles.SESSIONS) / f"{stem}.renew") if stem else None
+    return hookfiles.renewal_path(store.path, holder)
 
 
 def write_renewals(store: Store, repo: RepoName, running: Sequence[leases.Lease], here: str | None) -> None:
@@ -163,7 +166,7 @@ def write_renewals(store: Store, repo: RepoName, running: Sequence[leases.Lease]
             continue
         try:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            known = _tracked(path)
+            known = hookfiles.listed_leases(path)
             ids = sorted({lease.id for lease in held} | (set(known[1]) if known and known[0] == repo.ref else set()))
             write_atomically(path, "".join(f"{line}\n" for line in [repo.ref, *ids]).encode(), durable=False)
             due = min(lease.due() for lease in held)
@@ -174,17 +177,7 @@ def write_renewals(store: Store, repo: RepoName, running: Sequence[leases.Lease]
 
 def tracked(store: Store, holder: str) -> tuple[str, list[str]] | None:
     """The repository (its ref) and the leases a session's `.renew` lists; None without one."""
-    path = renewal_path(store, holder)
-    return _tracked(path) if path is not None else None
-
-
-def _tracked(path: str) -> tuple[str, list[str]] | None:
-    try:
-        with open(path, encoding="ascii", errors="replace") as handle:
-            lines = [line.strip() for line in handle.read(64 * 1024).splitlines() if line.strip()]
-    except OSError:
-        return None
-    return (lines[0], [line for line in lines[1:] if line.isalnum()]) if lines else None
+    return hookfiles.tracked_leases(store.path, holder)
 
 
 def told(store: Store, holder: str, ids: Sequence[str], *, still: Sequence[leases.Lease] = ()) -> None:

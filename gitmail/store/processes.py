@@ -12,7 +12,12 @@ from __future__ import annotations
 import os
 import stat as modes
 import time
-from typing import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 OTHERS_WRITE = modes.S_IWGRP | modes.S_IWOTH
 

@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
 
 from gitmail.values.ids import is_oid
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 
 def resolve(mailbox: Path, refs: Iterable[str]) -> dict[str, str]:

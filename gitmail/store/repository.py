@@ -18,10 +18,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
-from gitmail.store import catfile, gitcmd, gitconfig, kept, lock, loose, refs, stamps
+from gitmail.store import catfile, gitcmd, gitconfig, lock, loose, refs, stamps
 from gitmail.store.files import unwritable
 from gitmail.store.location import MAILBOX_ENV, OWN_DIR, default_path
 from gitmail.store.lock import Deadline
@@ -29,8 +28,10 @@ from gitmail.store.log import problem
 from gitmail.values.layout import NOTE_PLACES, ROOT, Located, locate, note_lines, note_specs
 from gitmail.values.names import RepoName, first_format_ref, from_address, nfd
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gitmail.store import history
+    from gitmail.store.kept import Kept
 
 MARK_KEY = "gitmail.version"  # set in every mailbox gitmail made: what makes a repository one
 
@@ -56,7 +57,7 @@ class Store:
         self._checked = False
         self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
         self._reader: catfile.BatchReader | None = None  # a cat-file kept running, for long-lived processes
-        self.kept: kept.Kept | None = None  # objects read and messages parsed, kept by id in long-lived processes
+        self.kept: Kept | None = None  # objects read and messages parsed, kept by id in long-lived processes
         self._settings: tuple[tuple[int, int, int] | None, gitconfig.Config] | None = None  # the config, as last read
         self.damaged: set[str] = set()  # objects found unreadable (damaged on disk): read as missing, named here
 
@@ -333,7 +334,9 @@ class Store:
         if self._reader is None:
             self._reader = catfile.BatchReader(self.path)
         if self.kept is None:
-            self.kept = kept.Kept(self.path)
+            from gitmail.store.kept import Kept  # long-lived processes only: a command reads each object once
+
+            self.kept = Kept(self.path)
 
     def close(self) -> None:
         reader, self._reader = self._reader, None

@@ -29,13 +29,16 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from gitmail.errors import MailboxBusy, MailboxError
 from gitmail.store import hookfiles, processes
 from gitmail.store.files import read_line, unwritable, write_line
 from gitmail.store.lock import Deadline
 from gitmail.values.session_info import Info
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 STALE_AFTER = 7 * 24 * 3600.0
 CLEAN_EVERY = 3600.0

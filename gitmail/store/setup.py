@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from gitmail.errors import MailboxError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MAILBOX_CONFIG = {
     "core.logAllRefUpdates": "always",  # every ref move leaves a reflog entry

@@ -14,10 +14,13 @@ import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from gitmail.store import hookfiles, stamps
 from gitmail.store.files import write_atomically
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def key(mailbox: Path, stamps_line: str, *, watch: bool) -> str:

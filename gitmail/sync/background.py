@@ -9,12 +9,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gitmail.store.files import write_atomically
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from gitmail.sync.remotes import Remote
 

@@ -3,14 +3,18 @@ its worktree's name, or a prefix of the host's id for it), or the person who run
 
 from __future__ import annotations
 
-import re
-from typing import NamedTuple
-
 from gitmail.errors import UsageError
 from gitmail.values.names import PERSON, RepoName
+from gitmail.values.patterns import lazy
 
-HANDLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-SESSION_KEY = re.compile(r"(claude|codex):[A-Za-z0-9_-]{1,128}")  # a session as messages record it: host:id
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
+
+HANDLE = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SESSION_KEY = lazy(r"(claude|codex):[A-Za-z0-9_-]{1,128}")  # a session as messages record it: host:id
 
 
 class Address(NamedTuple):

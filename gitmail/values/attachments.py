@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import NamedTuple
 
 from gitmail.values.ids import is_oid
 from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, nfc
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 FOLDER = "attachments"  # the folder of a message commit's tree that holds them
 FIELD = "attachments"  # the document's field that records them

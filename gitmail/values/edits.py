@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 PATCH_TOOLS = ("apply_patch",)

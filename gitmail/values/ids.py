@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+from gitmail.values.patterns import lazy
 
 TYPE_CHECKING = False  # the hooks load this: no typing import for the annotations
 if TYPE_CHECKING:
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 BROADCAST = "_broadcast"  # the `to` of a message for every repo; '_' names are reserved, so no repo has it
 ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u to misread
 ID_LENGTH = 10  # 50 random bits: unique across machines for any plausible mailbox
-ID_PATTERN = re.compile(f"[{ID_ALPHABET}]{{{ID_LENGTH}}}")
+ID_PATTERN = lazy(f"[{ID_ALPHABET}]{{{ID_LENGTH}}}")
 
 
 def new_id() -> str:

@@ -14,13 +14,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from enum import Enum
 from functools import lru_cache
-from typing import NamedTuple
 
 from gitmail.errors import UsageError
 from gitmail.values.ids import ID_PATTERN, ObjectId
 from gitmail.values.names import RepoName, first_format_ref, nfc, nfd
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from enum import Enum
+    from typing import NamedTuple
+else:
+    from gitmail.values.choices import Enum
+    from gitmail.values.tuples import NamedTuple
 
 ROOT = "refs/gitmail/"
 BROADCASTS = ROOT + "_broadcast/"
@@ -39,6 +45,11 @@ class State(Enum):
 
 def inbox_prefix(repo: RepoName) -> str:
     return f"{ROOT}{repo.ref}/inbox/"
+
+
+def leases_prefix(repo: RepoName) -> str:
+    """Where a repository's running leases are (store/lease_refs.py keeps them)."""
+    return f"{ROOT}{repo.ref}/leases/"
 
 
 def archive_prefix(repo: RepoName) -> str:

@@ -12,11 +12,16 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from typing import NamedTuple
 
 from gitmail.errors import UsageError
 from gitmail.values.machine import Machine
 from gitmail.values.names import UNSAFE_TEXT
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 DEFAULT_FOR = 30 * 60  # seconds a lease runs when no duration is given
 LONGEST = 8 * 3600  # seconds a lease may run at most

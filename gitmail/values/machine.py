@@ -8,12 +8,16 @@ into `machine=None`, so everything downstream knows one thing: None is this mach
 
 from __future__ import annotations
 
-import re
-from typing import NamedTuple
-
 from gitmail.values.ids import ID_PATTERN
+from gitmail.values.patterns import lazy
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
+
+NAME_PATTERN = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class Machine(NamedTuple):

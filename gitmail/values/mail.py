@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.values import receipts
 from gitmail.values.ids import BROADCAST, ObjectId
@@ -17,8 +16,13 @@ from gitmail.values.machine import Machine
 from gitmail.values.message import Message
 from gitmail.values.names import RepoName
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NamedTuple
+
     from gitmail.values.verdict import Verdict
+else:
+    from gitmail.values.tuples import NamedTuple
 
 
 class Move(NamedTuple):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
 from gitmail.values import urgency as levels
@@ -21,8 +20,13 @@ from gitmail.values.ids import BROADCAST, ID_PATTERN
 from gitmail.values.machine import Machine
 from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, RepoName, name_problem
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NamedTuple
+
     from gitmail.values.attachments import Attachment
+else:
+    from gitmail.values.tuples import NamedTuple
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_SUBJECT_CHARS = 200

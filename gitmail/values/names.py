@@ -9,9 +9,8 @@ different encodings stay different; and an encoding is ASCII, so no file system 
 
 from __future__ import annotations
 
-import re
-
 from gitmail.errors import UsageError
+from gitmail.values.patterns import lazy
 
 # Characters that stand for themselves in a ref component; every other UTF-8 byte is %XX-encoded. Only lower case:
 # an upper-case letter would share a file with its lower-case twin where case is ignored. '.' is encoded too, so
@@ -24,7 +23,7 @@ _MAX_ENCODED = 200  # a loose ref is a file: keep well under NAME_MAX (255 bytes
 
 # Control characters, line and paragraph separators, noncharacters and bidirectional overrides:
 # none may appear in a name, and in free text (subjects) they collapse to a space.
-UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff\u202a-\u202e\u2066-\u2069]")
+UNSAFE_TEXT = lazy("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff\u202a-\u202e\u2066-\u2069]")
 # Format characters: invisible, yet they change what a name or a line looks like (zero-width spaces and joiners,
 # marks that steer direction, a byte-order mark, invisible operators, tags). Names may hold them; wherever gitmail
 # shows a name, a subject or JSON, they are shown as escapes (render.py). JOINERS: the ones emoji and some scripts
@@ -36,7 +35,7 @@ INVISIBLE = (
 )
 JOINERS = "\u200c\u200d\U000e0020-\U000e007f"
 # Lone surrogates: how Python hands over command-line arguments and file names whose bytes are not UTF-8.
-NOT_UTF8 = re.compile("[\ud800-\udfff]")
+NOT_UTF8 = lazy("[\ud800-\udfff]")
 # The person who runs the sessions has an address of their own. Every name starting with '@' is reserved, and no
 # repository's name may be this one, so mail to the person can never land in a repository's inbox.
 PERSON = "@user"

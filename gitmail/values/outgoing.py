@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
-from typing import IO, NamedTuple
-
 from gitmail.values.attachments import Attachment
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 
 class Outgoing(NamedTuple):

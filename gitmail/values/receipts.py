@@ -17,9 +17,14 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
-from typing import NamedTuple
 
 from gitmail.values.names import nfc
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 RECEIPTS_NOTES = "refs/notes/gitmail-receipts"
 

@@ -3,7 +3,11 @@ its record by store/sessions.py), and how it is addressed (`SessionView`). Pure.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from gitmail.values.tuples import NamedTuple
 
 
 class Info(NamedTuple):

@@ -317,12 +317,20 @@ def wait_prepared(store: Any, repo: str, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         now = stamps.read(store.path, name)
-        keys = [p.read_text().split("\n", 1)[0] for p in folder.glob("*.key")]
+        keys = [key for p in folder.glob("*.key") if (key := _first_line(p)) is not None]
         mine = [k for k in keys if k.startswith(name.ref + ":")]
         if mine and all(k.startswith(now + ":") for k in mine):
             return
         time.sleep(0.005)
     raise BenchError(f"the session-start answers of {repo} were not made again within {timeout:.0f} s")
+
+
+def _first_line(path: Path) -> str | None:
+    """A kept answer's key, or None when it went between listing and reading (an answer is made again meanwhile)."""
+    try:
+        return path.read_text().split("\n", 1)[0]
+    except FileNotFoundError:
+        return None
 
 
 # -- the hooks, what hosts hand them, and what they must answer --------------------------------------------------

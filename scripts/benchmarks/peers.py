@@ -1,6 +1,7 @@
 """The peers group: `gitmail send` and `gitmail inbox --peek` beside the fastest peer measured here
 (agent-collab-kit, a stdlib SQLite mailbox), interleaved with `python3 -c pass` so that every row meets the same
-machine; both run as `python -m`, each with 20 messages pending for its reader. The peer is installed into the
+machine; both run as `python -m`, each with 20 messages pending for its reader. `gitmail log -n 20` runs in the
+same interleaving, for its ratio to `python3 -c pass`. The peer is installed into the
 sandbox where this interpreter does not have it."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .fixtures import (
     pending_refs,
     remove_sent,
 )
+from .reads import check_log
 from .runner import WARMUPS, BenchError, Moment, Row, Settings, interleaved, progress, run, timed, times
 
 PEER = ("agent-collab-kit", "0.1.2")  # the fastest peer measured: a stdlib SQLite mailbox
@@ -28,6 +30,7 @@ ROWS = (
     f"peers: {PEER[0]} send",
     "peers: gitmail inbox --peek (20 pending)",
     f"peers: {PEER[0]} inbox (20 pending)",
+    "peers: gitmail log -n 20",
 )
 
 
@@ -68,6 +71,7 @@ def measure_peers(box: Sandbox, settings: Settings) -> list[Row]:
         Moment(ROWS[2], peer_send, box.root, env),
         Moment(ROWS[3], [*gitmail, "inbox", "--peek"], box.repo(RECIPIENT), env, check=check_inbox),
         Moment(ROWS[4], [*collab, "inbox", "--recipient", RECIPIENT], box.root, env, check=check_peer_inbox),
+        Moment(ROWS[5], [*gitmail, "log", "-n", "20"], box.repo(RECIPIENT), env, check=check_log),
     ]
     rows = interleaved(rows_of, settings.runs)
     remove_sent(box, 0, before, settings.runs + WARMUPS, "peers: gitmail send")
@@ -79,4 +83,5 @@ def measure_peers(box: Sandbox, settings: Settings) -> list[Row]:
             f"{times(mine, theirs, f'{PEER[0]} {PEER[1]}')}; {times(mine, floor, 'python3 -c pass', mins=False)}"
         )
         theirs.note = times(theirs, floor, FLOOR, mins=False)
+    by_name[ROWS[5]].note = times(by_name[ROWS[5]], floor, FLOOR)
     return rows
