@@ -8,10 +8,13 @@ import os
 import sys
 from collections.abc import Iterable
 
-from gitmail.store import hookfiles, sessions
+from gitmail.store import hookfiles
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
-from gitmail.values.session_info import Info
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitmail.values.session_info import Info
 
 WAKER = "import sys; from gitmail.waking import main; sys.exit(main(sys.argv[1:]))"
 PREPARER = "import sys; from gitmail.starts import main; sys.exit(main(sys.argv[1:]))"
@@ -75,5 +78,7 @@ def idle_codex(store: Store, repos: set[str] | None) -> list[Info]:
         names = [n[: -len(".json")] for n in os.listdir(folder) if n.startswith("codex-") and n.endswith(".json")]
     except OSError:
         return []
+    from gitmail.store import sessions  # here: no Codex session is known where most mail is written
+
     found = [sessions.info(store.path, "codex", name.removeprefix("codex-")) for name in names]
     return [i for i in found if i is not None and i.state == "idle" and (repos is None or i.repo in repos)]

@@ -25,3 +25,16 @@ def exports(package: str, where: Mapping[str, str]) -> Callable[[str], object]:
         return value
 
     return attribute
+
+
+class module:  # noqa: N801 (it stands where a module would)
+    """A module loaded at the first use of one of its names: `codex = module("gitmail.codex")` in a module whose
+    commonest path never calls it (the module itself is named under TYPE_CHECKING for type checkers)."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> object:
+        return getattr(__import__(self._name, fromlist=["__name__"]), attribute)

@@ -36,6 +36,13 @@ PEER_ROWS = {
     "peers: agent-collab-kit inbox (20 pending)",
     "peers: gitmail log -n 20",
 }
+PENDING_ROWS = {
+    "pending: python3 -c pass",
+    "pending: hook session-start, 1 pending",
+    "pending: hook session-start, 500 pending",
+    "pending: inbox --peek, 1 pending",
+    "pending: inbox --peek, 500 pending",
+}
 SESSION_ROWS = {
     "sessions: python3 -c pass",
     "sessions: send to a repo",
@@ -96,6 +103,7 @@ def test_quick_benchmark_reports_every_row() -> None:
         | CONCURRENT_ROWS
         | MOMENT_ROWS
         | PEER_ROWS
+        | PENDING_ROWS
         | SESSION_ROWS
         | sync_rows
         | SIGNING_ROWS
@@ -125,6 +133,10 @@ def test_quick_benchmark_reports_every_row() -> None:
     for name in ("peers: gitmail send", "peers: gitmail inbox --peek (20 pending)"):
         assert "× agent-collab-kit 0.1.2" in peers[name]["note"], name
     assert "× python3 -c pass" in peers["peers: gitmail log -n 20"]["note"]
+
+    pending = {row["name"]: row for row in rows if row["name"] in PENDING_ROWS}
+    for name in ("pending: hook session-start, 500 pending", "pending: inbox --peek, 500 pending"):
+        assert "× 1 pending (min" in pending[name]["note"], name
 
     sessions = {row["name"]: row for row in rows if row["name"] in SESSION_ROWS}
     assert "× send to a repo;" in sessions["sessions: send to a session"]["note"]

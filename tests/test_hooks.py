@@ -17,6 +17,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.actions.reading import HOOK_WAIT
+from gitmail.store import pendingindex
 from gitmail.store.repository import Store
 from tests.conftest import RepoFactory, run_gitmail
 
@@ -164,6 +165,9 @@ def test_git_missing_from_path_still_delivers_what_is_loose_and_a_note_for_the_r
     subprocess.run(["git", "--git-dir", str(box.path), "repack", "-adq"], check=True)
     subprocess.run(["git", "--git-dir", str(box.path), "prune-packed"], check=True)  # now only git can read it
     context, _ = hook(web, payload(web, session_id="other"), env={"PATH": str(tmp_path / "empty")})
+    assert context is not None and sent.message.id in context  # what the pending index holds needs no object
+    shutil.rmtree(box.own_dir / pendingindex.FOLDER)
+    context, _ = hook(web, payload(web, session_id="third"), env={"PATH": str(tmp_path / "empty")})
     assert "git was not found on PATH" in failure_note(context)
 
 

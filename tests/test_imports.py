@@ -140,3 +140,21 @@ def test_inbox_and_log_load_only_what_reading_mail_uses(web: Path, box: Store, a
     assert _loaded(modules, SENDING_SIDE) == set()
     if args[0] == "log":
         assert _loaded(modules, ("gitmail.delivery", "gitmail.store.sessions", "gitmail.render.frames")) == set()
+
+
+def test_a_send_to_a_repository_imports_only_what_it_runs(api: Path, web: Path, box: Store) -> None:
+    """The commonest send (to a repository, nothing attached) runs on the lean path: no command-line library, and
+    none of the modules only sessions as addresses, attachments or waking use."""
+    mailbox.send(box, sender="api", to="web", subject="web is known")
+    modules = imported("send", "--to", "web", "-s", "hello", "-m", "body", cwd=api)
+    assert "gitmail.store.writer" in modules  # it did send
+    unused = {
+        "gitmail.actions.attaching",
+        "gitmail.codex",
+        "gitmail.delivery",
+        "gitmail.waking",
+        "gitmail.store.sessions",
+        "gitmail.values.session_info",
+    }
+    assert not modules & unused
+    assert not {m for m in modules if m.split(".")[0] in ("typer", "click", "rich", "pygit2", "frontmatter", "yaml")}

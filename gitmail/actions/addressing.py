@@ -6,24 +6,30 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from gitmail import codex, delivery, mailbox, render, waking
+from gitmail import mailbox, render
 from gitmail.errors import GitmailError, UsageError
-from gitmail.store import sessions
+from gitmail.lazy import module
 from gitmail.store.repository import Store
 from gitmail.values.address import HANDLE, Address
-from gitmail.values.mail import Pending
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
 from gitmail.values.patterns import lazy
 from gitmail.values.phrase import Phrase
-from gitmail.values.session_info import Info, SessionView
 from gitmail.workspace import Actor, Session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NamedTuple
-else:
+
+    from gitmail import codex, delivery, waking
+    from gitmail.store import sessions
+    from gitmail.values.mail import Pending
+    from gitmail.values.session_info import Info, SessionView
+else:  # loaded at their first use: a send to a repository (the commonest) looks at no session
     from gitmail.values.tuples import NamedTuple
+
+    codex, delivery, waking = module("gitmail.codex"), module("gitmail.delivery"), module("gitmail.waking")
+    sessions = module("gitmail.store.sessions")
 
 SESSION_NAME = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 Places = dict[str, tuple[str | None, str | None]]  # work trees already looked at: (worktree name, branch)
@@ -38,6 +44,7 @@ def session_of(box: Store, key: str | None) -> SessionView | None:
 
 def _view(box: Store, info: Info, places: Places | None = None, *, wake: bool = True) -> SessionView:
     """How a session is shown; `places`: the work trees already looked at, shared by the sessions of one listing."""
+    from gitmail.values.session_info import SessionView
     from gitmail.workspace import place
 
     info = codex.routed(box.path, info)

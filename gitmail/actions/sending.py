@@ -4,14 +4,12 @@ taking back one's own broadcast."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from datetime import datetime
-from pathlib import Path
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from gitmail import mailbox, render
 from gitmail.actions.addressing import destination, session_of
-from gitmail.actions.attaching import Carried, gathered
 from gitmail.actions.rules import needs, one_of
 from gitmail.actions.written import after_writing
 from gitmail.errors import UsageError
@@ -21,21 +19,35 @@ from gitmail.values.mail import Entry
 from gitmail.values.phrase import Phrase
 from gitmail.workspace import Actor
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import datetime
+    from pathlib import Path
+
+    from gitmail.values.outgoing import Outgoing
+
 
 class Sent(NamedTuple):
     entry: Entry  # the message as written
     notes: tuple[str, ...] = ()  # what the sender should know (a recipient no repo has used yet, ...)
 
 
-class Draft(NamedTuple):
+class Draft:
     """What every kind of send shares, checked."""
 
-    sender: Actor
-    subject: str | None
-    body: bytes | str
-    when: datetime | None
-    urgency: str
-    carried: Carried
+    __slots__ = ("sender", "subject", "body", "when", "urgency", "attachments")
+
+    def __init__(
+        self,
+        sender: Actor,
+        subject: str | None,
+        body: bytes | str,
+        when: datetime | None,
+        urgency: str,
+        attachments: Sequence[Outgoing],
+    ) -> None:
+        self.sender, self.subject, self.body, self.when = sender, subject, body, when
+        self.urgency, self.attachments = urgency, attachments
 
     @property
     def session(self) -> str | None:
@@ -75,8 +87,8 @@ def send(
         raise UsageError(Phrase("a subject is required: give one with {subject}"))
     if or_repo and mode != "to":
         needs("or_repo", "to", " REPO#SESSION")
-    with gathered(box, actor, attach=attach, patch=patch, base=base, within=within) as carried:
-        draft = Draft(actor, subject, body, when, level, carried)
+    with _carried(box, actor, attach=attach, patch=patch, base=base, within=within) as (outgoing, notes):
+        draft = Draft(actor, subject, body, when, level, outgoing)
         if reply_to is not None:
             sent = _reply(box, draft, reply_to)
         elif to is not None:
@@ -84,7 +96,28 @@ def send(
         else:
             sent = _broadcast(box, draft)
     after_writing(box, actor, arrived=[sent.entry])
-    return sent._replace(notes=(*carried.notes, *sent.notes))
+    return sent._replace(notes=(*notes, *sent.notes))
+
+
+@contextmanager
+def _carried(
+    box: Store,
+    actor: Actor,
+    *,
+    attach: Sequence[str | os.PathLike[str]],
+    patch: str | None,
+    base: Path | None,
+    within: Path | None,
+) -> Iterator[tuple[Sequence[Outgoing], tuple[str, ...]]]:
+    """What the send carries, and what its sender should know of it; attaching.py is loaded only for a send that
+    carries something."""
+    if not attach and patch is None:
+        yield (), ()
+        return
+    from gitmail.actions.attaching import gathered
+
+    with gathered(box, actor, attach=attach, patch=patch, base=base, within=within) as carried:
+        yield carried.outgoing, carried.notes
 
 
 def _directed(box: Store, draft: Draft, to: str, or_repo: bool) -> Sent:
@@ -93,7 +126,7 @@ def _directed(box: Store, draft: Draft, to: str, or_repo: bool) -> Sent:
     entry = mailbox.send(
         box, sender=draft.sender.repo, to=where.repo, subject=draft.subject or "", body=draft.body, when=draft.when,
         from_session=draft.session, to_session=for_session, to_handle=where.handle if for_session else None,
-        attachments=draft.carried.outgoing, urgency=draft.urgency,
+        attachments=draft.attachments, urgency=draft.urgency,
     )  # fmt: skip
     return Sent(entry, where.notes)
 
@@ -101,7 +134,7 @@ def _directed(box: Store, draft: Draft, to: str, or_repo: bool) -> Sent:
 def _broadcast(box: Store, draft: Draft) -> Sent:
     entry = mailbox.broadcast(
         box, sender=draft.sender.repo, subject=draft.subject or "", body=draft.body, when=draft.when,
-        from_session=draft.session, attachments=draft.carried.outgoing, urgency=draft.urgency,
+        from_session=draft.session, attachments=draft.attachments, urgency=draft.urgency,
     )  # fmt: skip
     return Sent(entry)
 
@@ -114,7 +147,7 @@ def _reply(box: Store, draft: Draft, reply_to: str) -> Sent:
     asking = session_of(box, asked.from_session) if not follow_up else None
     entry = mailbox.reply(
         box, sender=repo, to_id=reply_to, subject=draft.subject, body=draft.body, when=draft.when, from_session=me,
-        to_handle=asking.handle if asking is not None else None, attachments=draft.carried.outgoing,
+        to_handle=asking.handle if asking is not None else None, attachments=draft.attachments,
         urgency=draft.urgency,
     )  # fmt: skip
     if asking is None or asking.info.state != "ended":

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from gitmail.errors import GitmailError, UsageError
-from gitmail.store import machines
+from gitmail.store import machines, pendingindex
 from gitmail.store.lock import attempts
 from gitmail.store.repository import Store
 from gitmail.values import receipts
@@ -72,6 +72,7 @@ def send(
                 [Change(inbox_prefix(recipient) + message.id, oid, None)],
                 f"gitmail: {message.sender} sent {message.id}",
             )
+            pendingindex.written(writer, inbox_prefix(recipient), oid)
     return Entry(message, State.PENDING, oid, recipient)
 
 
@@ -157,6 +158,7 @@ def reply(
             record = receipts.Record(receipts.REPLIED, str(me), message.date, reply=message.id)
             changes += receipts_change(writer, {original.oid: [record]}, me)
             writer.apply(changes, f"gitmail: {me} replied to {first.id} with {message.id}")
+            pendingindex.written(writer, inbox_prefix(recipient), oid)
     return Entry(message, State.PENDING, oid, recipient)
 
 

@@ -3,7 +3,7 @@ another machine vouches for it; whether a repository's name is known."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 
 from gitmail.errors import GitmailError, NotFound, UsageError
@@ -75,16 +75,27 @@ def documents_of(store: Store, places: Iterable[Located]) -> list[bytes | None]:
     return store.read([f"{p.oid}:{DOCUMENT_NAME}" for p in places], limit=MAX_DOCUMENT_BYTES)
 
 
-def parsed(places: Sequence[Located], documents: Sequence[bytes | None], here: Here) -> tuple[list[Entry], list[str]]:
+def parsed(
+    places: Sequence[Located],
+    documents: Sequence[bytes | None],
+    here: Here,
+    *,
+    known: Mapping[str, Message] | None = None,
+) -> tuple[list[Entry], list[str]]:
+    """The entries of these places from their documents; `known`: messages by commit that need no parsing (as the
+    pending index holds them)."""
     entries: list[Entry] = []
     unreadable: list[str] = []
     elsewhere: list[tuple[int, Located]] = []
+    known = known or {}
     for place, document in zip(places, documents, strict=True):
         try:
             if document is None:
                 raise BadDocument("missing document")
-            kept = here.store.kept
-            message = kept.made_of("message", place.oid, partial(parse, document)) if kept else parse(document)
+            message = known.get(place.oid)
+            if message is None:
+                kept = here.store.kept
+                message = kept.made_of("message", place.oid, partial(parse, document)) if kept else parse(document)
             message = message._replace(machine=here.machine_of(message.id, message.machine))
             if message.machine is not None:
                 elsewhere.append((len(entries), place))
@@ -133,11 +144,7 @@ def with_receipts(store: Store, entries: Sequence[Entry]) -> list[Entry]:
 def known(store: Store, repo: RepoName) -> bool:
     """Whether any repo of this name has used the mailbox (read or received mail) before."""
     # Cheapest first: the archive can hold many thousand refs, and listing them is what costs.
-    return (
-        repo in load_claims(store)
-        or bool(store.refs(inbox_prefix(repo), count=1))
-        or bool(store.refs(archive_prefix(repo), count=1))
-    )
+    return repo in load_claims(store) or store.holds_refs(inbox_prefix(repo), archive_prefix(repo))
 
 
 def oldest_first(entries: list[Entry]) -> list[Entry]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from gitmail.mailbox.finding import oldest_first, parsed
 from gitmail.mailbox.writes import local_machine_id, now, receipts_change, writer_for
-from gitmail.store import syncedreceipts
+from gitmail.store import pendingindex, syncedreceipts
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
 from gitmail.store.machines import local_id as _local_id
@@ -15,14 +15,19 @@ from gitmail.store.repository import WRITE_WAIT, Store
 from gitmail.values import receipts
 from gitmail.values.layout import (
     SEEN_NOTES,
+    Located,
     State,
     inbox_prefix,
     state_prefix,
 )
+from gitmail.values.machine import Machine
 from gitmail.values.mail import Entry, Pending
 from gitmail.values.message import (
     DOCUMENT_NAME,
     MAX_DOCUMENT_BYTES,
+    BadDocument,
+    Message,
+    parse,
 )
 from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
@@ -59,9 +64,14 @@ def pending(
         SEEN_NOTES: [p.oid for p in places if p.state is State.BROADCAST],
         RECEIPTS_NOTES: [p.oid for p in receipted_places],
     }
-    specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places]
-    documents, noted = store.read_with_notes(specs, notes, limit=MAX_DOCUMENT_BYTES)  # nothing larger is read
-    entries, unreadable = parsed(places, documents, Here(store))
+    held = _indexed(store, places)
+    indexed = {oid: record for records in held.values() for oid, record in records.items()}
+    specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places if p.oid not in indexed]
+    read, noted = store.read_with_notes(specs, notes, limit=MAX_DOCUMENT_BYTES)  # nothing larger is read
+    documents = _documents(places, indexed, read)
+    known = {oid: message for oid, record in indexed.items() if (message := _message(record)) is not None}
+    entries, unreadable = parsed(places, documents, Here(store), known=known)
+    _index(store, held, places, documents)
     seen = noted[SEEN_NOTES]
     here = _local_id(store) if receipted_places else None
     made_up = syncedreceipts.load(store)  # what sync brought in claiming this machine's showings
@@ -82,6 +92,72 @@ def pending(
         and me not in seen[e.oid]
     ]
     return Pending(me, oldest_first(directed), oldest_first(broadcasts), unreadable, receipted=receipted)
+
+
+def _prefix(place: Located) -> str:
+    return place.ref[: -len(place.id)]
+
+
+def _indexed(store: Store, places: Sequence[Located]) -> dict[str, dict[str, pendingindex.Record]]:
+    """What the pending index holds for the folders of these places: one file per folder, records by commit."""
+    if not places or store.old_names:
+        return {}
+    return {prefix: pendingindex.load(store.own_dir, prefix) for prefix in dict.fromkeys(map(_prefix, places))}
+
+
+def _documents(
+    places: Sequence[Located], indexed: Mapping[str, pendingindex.Record], read: Sequence[bytes | None]
+) -> list[bytes | None]:
+    """Each place's document: its record's where the index has one, else as read from its objects (in order)."""
+    from_objects = iter(read)
+    return [indexed[p.oid][7] if p.oid in indexed else next(from_objects) for p in places]
+
+
+def _message(record: pendingindex.Record) -> Message | None:
+    """The message a record holds, as its document parses; None where only its document says (attachments)."""
+    rest = record[8]
+    if rest is None:
+        return None
+    to, body, reply_to, machine, from_session, to_handle = rest
+    return Message(
+        id=record[0],
+        sender=RepoName(record[4]),
+        to=to,
+        subject=record[5],
+        body=body,
+        date=datetime.fromisoformat(record[1]),
+        reply_to=reply_to or None,
+        machine=Machine.parse(machine) if machine else None,
+        from_session=from_session or None,
+        to_session=record[6] or None,
+        to_handle=to_handle or None,
+        urgency=record[2],
+    )
+
+
+def _index(
+    store: Store,
+    held: Mapping[str, Mapping[str, pendingindex.Record]],
+    places: Sequence[Located],
+    documents: Sequence[bytes | None],
+) -> None:
+    """Mend the pending index where it disagreed with the refs: add what was read from objects (and parses), drop
+    what no ref names any more. A mailbox this process cannot write keeps its index as it is."""
+    if not places or store.old_names or not store.writable():
+        return
+    by_prefix: dict[str, list[tuple[Located, bytes | None]]] = {}
+    for place, document in zip(places, documents, strict=True):
+        by_prefix.setdefault(_prefix(place), []).append((place, document))
+    for prefix, found in by_prefix.items():
+        records = held.get(prefix, {})
+        added: dict[str, pendingindex.Record] = {}
+        for place, document in found:
+            if place.oid not in records and document is not None:
+                try:
+                    added[str(place.oid)] = pendingindex.record_of(parse(document), document)
+                except BadDocument:
+                    continue  # named unreadable each time, as without an index
+        pendingindex.kept(store.own_dir, prefix, records, [p.oid for p, _ in found], added)
 
 
 def record_shown(

@@ -14,7 +14,7 @@ stops on such a packed-refs line, and `gitmail doctor` reports both (`broken`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from gitmail.values.ids import is_oid
@@ -69,6 +69,27 @@ def listing(mailbox: Path, prefix: str, limit: int | None = None) -> dict[str, s
     if limit is not None and len(found) > limit:
         return dict(sorted(found.items())[:limit])
     return found
+
+
+def first(mailbox: Path, prefix: str, accept: Callable[[str, str], bool]) -> tuple[str, str] | None:
+    """Some ref under `prefix` that `accept(ref, oid)` takes, or None: the listing stops at the first one, so that
+    asking whether a folder holds anything costs one file where it holds thousands."""
+    folder = mailbox / prefix
+    if folder.is_dir():
+        for path in _files(folder):
+            oid = _loose(path)
+            ref = prefix + os.path.relpath(path, folder).replace(os.sep, "/")
+            if oid is not None and accept(ref, oid):
+                return ref, oid
+    packed = _Packed(mailbox / "packed-refs")
+    try:
+        for limit in (1, None):  # the first packed line under the prefix mostly answers, when it is sorted
+            found = next(((ref, oid) for ref, oid in packed.under(prefix, limit) if accept(ref, oid)), None)
+            if found is not None:
+                return found
+        return None
+    finally:
+        packed.close()
 
 
 def _files(folder: Path) -> Iterable[str]:

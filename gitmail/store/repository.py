@@ -194,6 +194,14 @@ class Store:
                 found.append(place)
         return found
 
+    def holds_refs(self, *prefixes: str) -> bool:
+        """Whether any message ref lies under these folders: the first one found answers."""
+        if not self.exists():
+            return False
+        if self.old_names:
+            return any(self.refs(prefix, count=1) for prefix in prefixes)
+        return any(refs.first(self.path, prefix, lambda ref, oid: locate(ref, oid) is not None) for prefix in prefixes)
+
     def refs_under(self, prefix: str) -> dict[str, str]:
         """Every ref in a folder of refs (`refs/gitmail/web/leases/`), whatever it names, with what it holds: read
         from the ref files, without a git process."""

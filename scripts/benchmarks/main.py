@@ -11,7 +11,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from . import __doc__ as about
-from . import attachments, concurrent, disk, leases, mcp, moments, peers, reads, send, sessions, signing, sync, view
+from . import (
+    attachments,
+    concurrent,
+    disk,
+    leases,
+    mcp,
+    moments,
+    peers,
+    pending,
+    reads,
+    send,
+    sessions,
+    signing,
+    sync,
+    view,
+)
 from .fixtures import Sandbox, build_mailboxes, sandbox
 from .report import Report, add_ratios, as_json, machine_facts, markdown
 from .runner import WARMUPS, BenchError, Row, Settings, progress, summarise, timed
@@ -31,6 +46,7 @@ GROUPS = (  # in the order they run: each leaves the mailboxes with the 20 pendi
     Group("view", view.ROWS, view.measure_view),
     Group("moments", moments.ROWS, moments.measure_moments),
     Group("peers", peers.ROWS, peers.measure_peers),
+    Group("pending", pending.ROWS, pending.measure_pending),
     Group("sessions", sessions.ROWS, sessions.measure_sessions),
     Group("send", send.ROWS, send.measure_send),
     Group("mcp", mcp.ROWS, mcp.measure_mcp),
@@ -49,6 +65,7 @@ TABLE = (
     "concurrent",
     "moments",
     "peers",
+    "pending",
     "sessions",
     "sync",
     "signing",

@@ -1,0 +1,49 @@
+"""Whether a repository has used the mailbox: the first message ref found answers, loose or packed, and a ref that
+names no message is no use of it."""
+
+from __future__ import annotations
+
+import subprocess
+
+from gitmail import mailbox
+from gitmail.store import refs
+from gitmail.store.repository import Store
+from gitmail.values.layout import archive_prefix, inbox_prefix
+from gitmail.values.names import RepoName
+
+
+def git(box: Store, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=box.path, check=True, capture_output=True, text=True).stdout
+
+
+def test_a_repository_with_mail_is_known_from_loose_or_packed_refs(box: Store) -> None:
+    web = RepoName("web")
+    assert not mailbox.known(box, web)
+    mailbox.send(box, sender="api", to="web", subject="one")
+    assert mailbox.known(box, web)
+    git(box, "pack-refs", "--all")
+    assert not [p for p in (box.path / inbox_prefix(web)).glob("**/*") if p.is_file()]  # packed, none loose
+    assert mailbox.known(box, web)
+    assert not mailbox.known(box, RepoName("api"))  # it sent, but nothing was ever addressed to it
+
+
+def test_a_ref_that_names_no_message_is_not_a_use(box: Store) -> None:
+    mailbox.send(box, sender="api", to="web", subject="one")
+    commit = next(iter(box.refs_under(inbox_prefix(RepoName("web"))).values()))
+    git(box, "update-ref", archive_prefix(RepoName("ops")) + "not-an-id", commit)
+    assert box.refs_under(archive_prefix(RepoName("ops")))
+    assert not mailbox.known(box, RepoName("ops"))
+
+
+def test_the_first_ref_found_stops_the_listing(box: Store) -> None:
+    for number in range(3):
+        mailbox.send(box, sender="api", to="web", subject=f"m{number}")
+    seen: list[str] = []
+
+    def accept(ref: str, oid: str) -> bool:
+        seen.append(ref)
+        return True
+
+    found = refs.first(box.path, inbox_prefix(RepoName("web")), accept)
+    assert found is not None and len(seen) == 1
+    assert refs.first(box.path, inbox_prefix(RepoName("nobody")), accept) is None
