@@ -30,6 +30,7 @@ class Voice(NamedTuple):
 
 
 PLAIN = Voice()
+CARDS_KEPT = 4096  # cards kept by their inputs (a few MB at most)
 
 
 def card(
@@ -41,13 +42,39 @@ def card(
     voice: Voice = PLAIN,
 ) -> str:
     """One message: a header line gitmail writes, the body behind "> ", and the commands that answer it."""
+    return drawn(entry, vouched(entry, claims), summary=summary, state=state, voice=voice)
+
+
+def drawn(entry: Entry, label: str, *, summary: bool = False, state: bool = False, voice: Voice = PLAIN) -> str:
+    """The card of a message whose sender is labelled `label` (senders.vouched). Without its state, a card depends
+    on nothing else, so the last CARDS_KEPT are kept: a long-lived process (the MCP server) measures every pending
+    message against the budget at each inbox call, and they are nearly always the same."""
+    if state:
+        return _draw(entry, label, summary, state, voice)
+    key = (entry.message, entry.verdict, label, summary, voice)
+    try:
+        return _cards[key]
+    except KeyError:
+        pass
+    except TypeError:  # a field that cannot be a key: drawn anew
+        return _draw(entry, label, summary, state, voice)
+    if len(_cards) >= CARDS_KEPT:
+        _cards.clear()
+    text = _cards[key] = _draw(entry, label, summary, state, voice)
+    return text
+
+
+_cards: dict[tuple[object, ...], str] = {}
+
+
+def _draw(entry: Entry, label: str, summary: bool, state: bool, voice: Voice) -> str:
     m = entry.message
     kind = "broadcast" if m.is_broadcast else f"directed to {quote(m.address)}"
     parts = [
         f"id {m.id}",
         *([f"urgency {quote(m.urgency)}"] if m.urgency != levels.NORMAL else []),
         kind,
-        f"from {quote(m.sender)}{origin(entry)} ({vouched(entry, claims)})",
+        f"from {quote(m.sender)}{origin(entry)} ({label})",
         when(m.date),
         f"subject {quote(m.subject)}",
     ]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gitmail.render.cards import PLAIN, Voice, card
+from gitmail.render.cards import PLAIN, Voice, card, drawn
+from gitmail.render.senders import vouched
 from gitmail.render.words import count, quote, size
 from gitmail.values import urgency as levels
 from gitmail.values.mail import Entry, Pending
@@ -82,16 +83,27 @@ def select(
     per_card = size("\n\n--- message  of : ") + 2 * digits
     chosen: list[Entry] = []
     summarised: set[str] = set()
+    labels: dict[str, str] = {}  # the label of each sender of mail written here (it depends on the sender alone)
     for entry in everything:
-        cost = per_card + size(card(entry, claims=claims, voice=voice))
+        label = _label(entry, claims, labels)
+        cost = per_card + size(drawn(entry, label, voice=voice))
         if cost > whole:  # cannot fit even alone: summarised
-            cost = per_card + size(card(entry, claims=claims, summary=True, voice=voice))
+            cost = per_card + size(drawn(entry, label, summary=True, voice=voice))
             if cost <= room:
                 summarised.add(entry.message.id)
         if cost <= room:
             chosen.append(entry)
             room -= cost
     return _split(chosen, summarised)
+
+
+def _label(entry: Entry, claims: Mapping[str, str], labels: dict[str, str]) -> str:
+    sender = entry.message.sender
+    if entry.message.machine is not None:
+        return vouched(entry, claims)
+    if sender not in labels:
+        labels[sender] = vouched(entry, claims)
+    return labels[sender]
 
 
 def in_order(entries: Sequence[Entry]) -> list[Entry]:
