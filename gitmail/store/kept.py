@@ -4,7 +4,7 @@ ever; only refs move. A call then reads its refs, and only the objects it has no
 
 A spec naming a ref (`refs/notes/...:path`) is first turned into one naming the ref's commit, so it can be kept too
 (the note read is the note the ref held at that moment, as before). What was not read (missing, damaged, larger
-than asked) is not kept: it is asked again next time. Both tables are bounded; past the bound they start over.
+than asked) is not kept: it is asked again next time. Every table is bounded; past the bound it starts over.
 
 What is made from things that do change (a folder of refs, a file sync appends to) is kept while they are as they
 were (`while_same`): each file's and folder's inode, size and modification time, as `os.stat` gives them. git moves,

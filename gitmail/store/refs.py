@@ -71,7 +71,7 @@ def listing(mailbox: Path, prefix: str, limit: int | None = None) -> dict[str, s
     return found
 
 
-def places(mailbox: Path, prefixes: Iterable[str]) -> list[str]:
+def kept_in(mailbox: Path, prefixes: Iterable[str]) -> list[str]:
     """Where the refs `listing` reads for these prefixes are kept: packed-refs, and each prefix's folder with every
     folder below it (named even where it is not there). A ref added, moved or deleted changes one of them
     (kept.py keeps a listing while none has changed)."""

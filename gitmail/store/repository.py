@@ -184,7 +184,7 @@ class Store:
                 places = self._listed(patterns)
             else:
                 places = self.kept.while_same(
-                    ("refs", patterns), None, lambda: refs.places(self.path, patterns), lambda: self._listed(patterns)
+                    ("refs", patterns), None, lambda: refs.kept_in(self.path, patterns), lambda: self._listed(patterns)
                 )
             return list(places) if count is None else places[:count]
         limit = [f"--count={count}"] if count is not None else []
