@@ -276,22 +276,15 @@ def test_a_command_whose_extra_is_missing_says_in_one_line_how_to_install_it(
 
 @pytest.mark.parametrize("args", [["mcp"], ["mcp", "--print-config"], ["install", "--mcp", "--claude", "--dry-run"]])
 def test_the_mcp_server_needs_neither_the_sdk_nor_watchfiles(web: Path, home: Path, args: list[str]) -> None:
-    """`gitmail mcp` speaks the protocol itself, and watches for new mail by polling where watchfiles is missing."""
+    """`gitmail mcp` speaks the protocol itself, watches for new mail by polling where watchfiles is missing, and
+    is started before the command-line library is loaded (its client waits for its first answer)."""
     (home / ".claude").mkdir(exist_ok=True)
-    probe = (
-        "import sys\n"
-        "sys.modules['mcp'] = sys.modules['mcp_types'] = sys.modules['watchfiles'] = None  # as if not installed\n"
-        "from gitmail.__main__ import main\n"
-        f"sys.argv = ['gitmail', *{args!r}]\n"
-        "sys.exit(main())\n"
-    )
     asked = '{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}\n'
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=web, input=asked, capture_output=True, text=True, timeout=60
-    )  # fmt: skip
+    done, modules = loaded(*args, cwd=web, stdin=asked, missing=["mcp", "mcp_types", "watchfiles"])
     assert done.returncode == 0 and "error" not in done.stderr, done.stderr
     if args == ["mcp"]:
         assert json.loads(done.stdout)["result"]["serverInfo"]["name"] == "gitmail"
+        assert not {m for m in modules if m.split(".")[0] in ("typer", "click")}
     else:
         assert '"gitmail"' in done.stdout
 
