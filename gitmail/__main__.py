@@ -1,6 +1,7 @@
 """`gitmail` and `python -m gitmail`: the process's entry, which routes to an adapter before the command-line
 library is imported. The hooks run at every session start and must stay lean; a sync that finds nothing new should
-cost little more than a fetch. Every route ends through the one error edge (edge.py)."""
+cost little more than a fetch; an MCP client waits for the server's first answer before it offers its tools. Every
+route ends through the one error edge (edge.py)."""
 
 import sys
 
@@ -15,6 +16,10 @@ def main() -> int:
         from gitmail.commit_guard import main as guard_main
 
         return guard_main(args[1:])
+    if args == ["mcp"]:  # the MCP server: its client waits for its first answer
+        from gitmail.mcp.server import main as mcp_main
+
+        return mcp_main()
     if args[:1] == ["sync"]:
         from gitmail.cli.sync import main as sync_main
 

@@ -15,6 +15,12 @@ ROOT = Path(__file__).parent.parent
 VIEW_ROWS = {"view: start until URL", "view: first page", "view: page after new mail"}
 HOOK_ROWS = {"hook session-start", "hook session-start, receipts off", "hook session-start, kept answer"}
 MCP_ROWS = {"mcp send", "mcp inbox"}
+MCP_SIDE_ROWS = {
+    "mcp: python3 -c pass",
+    "mcp: first answer after start",
+    "mcp: idle memory",
+    "mcp: inbox call at 1,000 pending",
+}
 TIMED_ROWS = {"python -c pass", "send", "inbox", "log -n 20", *HOOK_ROWS, *MCP_ROWS, *VIEW_ROWS}
 CONCURRENT_ROWS = {"concurrent sends", "concurrent CLI sends"}
 MOMENT_ROWS = {
@@ -97,20 +103,13 @@ def test_quick_benchmark_reports_every_row() -> None:
     report = json.loads(done.stdout)
     rows = report["rows"]
     sync_rows = QUIET_SYNC_ROWS | NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE, WHOLE_MAILBOX}
-    assert (
-        {row["name"] for row in rows}
-        == TIMED_ROWS
-        | CONCURRENT_ROWS
-        | MOMENT_ROWS
-        | PEER_ROWS
-        | PENDING_ROWS
-        | SESSION_ROWS
-        | sync_rows
-        | SIGNING_ROWS
-        | LEASE_ROWS
-        | (DISK_ROWS)
+    every = (
+        TIMED_ROWS | CONCURRENT_ROWS | MOMENT_ROWS | PEER_ROWS | PENDING_ROWS | SESSION_ROWS | sync_rows | SIGNING_ROWS
     )
-    assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows)
+    assert {row["name"] for row in rows} == every | LEASE_ROWS | DISK_ROWS | MCP_SIDE_ROWS
+    memory = [row for row in rows if row["mib"] is not None]
+    assert [row["name"] for row in memory] == ["mcp: idle memory"] and 0 < memory[0]["mib"][1] <= memory[0]["mib"][0]
+    assert all(row["median_ms"] > 0 and row["min_ms"] > 0 for row in rows if row["mib"] is None)
     sizes = report["settings"]["sizes"]
     assert sizes == [0, 1000]
     for name in ("inbox", "log -n 20", *HOOK_ROWS, "send", *MCP_ROWS, *VIEW_ROWS, *CONCURRENT_ROWS):
@@ -124,6 +123,9 @@ def test_quick_benchmark_reports_every_row() -> None:
     expected = report["settings"]["processes"] * report["settings"]["per_process"]
     concurrent = [row for row in rows if row["name"] in CONCURRENT_ROWS]
     assert all(row["messages"] == expected and row["messages_per_s"] > 0 for row in concurrent)
+    mcp = {row["name"]: row for row in rows if row["name"] in MCP_SIDE_ROWS}
+    for name in ("mcp: first answer after start", "mcp: inbox call at 1,000 pending"):
+        assert mcp[name]["archived"] is None and "× python3 -c pass" in mcp[name]["note"], name
     moments = {row["name"]: row for row in rows if row["name"] in MOMENT_ROWS}
     assert all(row["archived"] is None for row in moments.values())
     for name in MOMENT_ROWS - {"moments: python3 -c pass"}:

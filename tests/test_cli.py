@@ -261,12 +261,7 @@ def test_a_name_read_from_a_second_path_is_warned_about(cli: CliRunner, repos: R
     assert f'Note: the name "web" was first used by the repository at "{first.resolve()}"' in out
 
 
-@pytest.mark.parametrize(
-    ("args", "blocked", "extra"),
-    [
-        (["view", "--no-open"], "jinja2", "view"),
-    ],
-)
+@pytest.mark.parametrize(("args", "blocked", "extra"), [(["view", "--no-open"], "jinja2", "view")])
 def test_a_command_whose_extra_is_missing_says_in_one_line_how_to_install_it(
     web: Path, args: list[str], blocked: str, extra: str
 ) -> None:
@@ -277,6 +272,21 @@ def test_a_command_whose_extra_is_missing_says_in_one_line_how_to_install_it(
         f"gitmail: error: `{command}` needs gitmail's {extra} extra ({blocked} is not installed): "
         f"pip install 'gitmail[{extra}]'\n"
     )
+
+
+@pytest.mark.parametrize("args", [["mcp"], ["mcp", "--print-config"], ["install", "--mcp", "--claude", "--dry-run"]])
+def test_the_mcp_server_needs_neither_the_sdk_nor_watchfiles(web: Path, home: Path, args: list[str]) -> None:
+    """`gitmail mcp` speaks the protocol itself, watches for new mail by polling where watchfiles is missing, and
+    is started before the command-line library is loaded (its client waits for its first answer)."""
+    (home / ".claude").mkdir(exist_ok=True)
+    asked = '{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}\n'
+    done, modules = loaded(*args, cwd=web, stdin=asked, missing=["mcp", "mcp_types", "watchfiles"])
+    assert done.returncode == 0 and "error" not in done.stderr, done.stderr
+    if args == ["mcp"]:
+        assert json.loads(done.stdout)["result"]["serverInfo"]["name"] == "gitmail"
+        assert not {m for m in modules if m.split(".")[0] in ("typer", "click")}
+    else:
+        assert '"gitmail"' in done.stdout
 
 
 def test_the_quick_path_knows_every_option_as_typer_does() -> None:

@@ -283,6 +283,33 @@ def test_every_tool_end_to_end(api: Path, web: Path, tmp_path: Path, box: Store)
     anyio.run(scenario)
 
 
+def test_a_running_server_answers_what_it_kept_until_the_mail_changes_and_then_the_change(
+    api: Path, web: Path, box: Store
+) -> None:
+    """The server keeps a repository's refs and pending mail while nothing they were made from changed: the same
+    answer again, and each change made by another process (a send, a done, refs packed) at the next call."""
+    first = mailbox.send(box, sender="web", to="api", subject="first").message.id
+    then = time.time_ns() - 10 * 10**9  # settled: what the server reads now, it keeps
+    for path in [box.path, *box.path.rglob("*")]:
+        os.utime(path, ns=(then, then), follow_symlinks=False)
+
+    def subjects(answer: str) -> list[str]:
+        return [line.split('subject "')[1].split('"')[0] for line in answer.splitlines() if 'subject "' in line]
+
+    async def scenario() -> None:
+        async with connect(api) as client:
+            kept = ok(await call(client, "inbox", peek=True))
+            assert subjects(kept) == ["first"] and ok(await call(client, "inbox", peek=True)) == kept
+            assert run_gitmail("send", "--to", "api", "-s", "second", "-m", "x", cwd=web).returncode == 0
+            assert subjects(ok(await call(client, "inbox", peek=True))) == ["first", "second"]
+            assert run_gitmail("done", first, cwd=api).returncode == 0
+            assert subjects(ok(await call(client, "inbox", peek=True))) == ["second"]
+            packed = subprocess.run(["git", "--git-dir", str(box.path), "pack-refs", "--all", "--prune"])
+            assert packed.returncode == 0 and subjects(ok(await call(client, "inbox", peek=True))) == ["second"]
+
+    anyio.run(scenario)
+
+
 def test_log_narrows_to_one_session_of_the_repo(api: Path, web: Path, box: Store) -> None:
     box.create()  # sessions are recorded in the mailbox's own folder
     builder, other = Session(api, "11111111-aaaa"), Session(api, "22222222-bbbb")

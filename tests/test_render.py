@@ -69,6 +69,19 @@ Reply: gitmail send --reply-to 5tgh0a1b2c --message "..."
     )
 
 
+def test_cards_kept_between_framings_still_say_what_the_sender_is_now(tmp_path: Path) -> None:
+    """A card is kept by what it shows; the sender's label is worked out at each framing: a repository that is
+    removed stops vouching for its name at once."""
+    (tmp_path / "api" / ".git").mkdir(parents=True)
+    mail = Pending(RepoName("web"), [entry("7kq2m9x4ab", "Hi", "x"), entry("7kq2m9x4ac", "Again", "y", minute=1)])
+    claims = {"api": str(tmp_path / "api")}
+    first = render.framing(mail, render.select(mail, claims=claims), claims=claims)
+    assert first.count('from "api" (PEER)') == 2
+    (tmp_path / "api" / ".git").rmdir()
+    again = render.framing(mail, render.select(mail, claims=claims), claims=claims)
+    assert again == first.replace('from "api" (PEER)', 'from "api" (UNVERIFIED)')
+
+
 def test_notes_about_the_name_and_unreadable_mail_are_part_of_the_framing() -> None:
     mail = Pending(
         RepoName("web"),

@@ -301,6 +301,64 @@ def test_a_kept_reader_serves_threads_at_once(box: Store) -> None:
         kept.close()
 
 
+def _settle(box: Store) -> None:
+    """Date every file and folder of the mailbox ten seconds back: what a kept reader makes of them is kept."""
+    then = time.time_ns() - 10 * 10**9
+    for path in [box.path, *box.path.rglob("*")]:
+        os.utime(path, ns=(then, then), follow_symlinks=False)
+
+
+def test_a_kept_reader_keeps_pending_mail_while_nothing_changes_and_sees_every_change(box: Store) -> None:
+    first, second = (mailbox.send(box, sender="api", to="web", subject=f"s{i}") for i in range(2))
+    _settle(box)
+    kept = _reading(box)
+    try:
+        before = mailbox.pending(kept, repo="web")
+        again = mailbox.pending(kept, repo="web")
+        assert again.directed is before.directed  # kept: nothing was read again
+        third = mailbox.send(box, sender="api", to="web", subject="s2")
+        assert [e.message.id for e in mailbox.pending(kept, repo="web").directed] == [
+            first.message.id, second.message.id, third.message.id,
+        ]  # fmt: skip
+        _settle(box)
+        mailbox.pending(kept, repo="web")
+        mailbox.done(box, repo="web", ids=[first.message.id])
+        assert [e.message.id for e in mailbox.pending(kept, repo="web").directed] == [
+            second.message.id, third.message.id,
+        ]  # fmt: skip
+        _settle(box)
+        mailbox.pending(kept, repo="web")
+        subprocess.run(["git", "--git-dir", str(box.path), "pack-refs", "--all", "--prune"], check=True)
+        cast = mailbox.broadcast(box, sender="api", subject="to all")
+        assert [e.message.id for e in mailbox.pending(kept, repo="web").broadcasts] == [cast.message.id]
+        _settle(box)
+        assert mailbox.pending(kept, repo="web").broadcasts  # kept, then handed over: a note moves
+        mailbox.record_shown(box, repo="web", shown=[], broadcasts=[cast], host="claude", moment="start")
+        assert not mailbox.pending(kept, repo="web").broadcasts
+        assert [e.message.id for e in mailbox.pending(kept, repo="web").directed] == [
+            second.message.id, third.message.id,
+        ]  # fmt: skip
+    finally:
+        kept.close()
+
+
+def test_a_kept_reader_keeps_nothing_that_changed_within_the_file_systems_tick(box: Store) -> None:
+    first, second = (mailbox.send(box, sender="api", to="web", subject=f"s{i}") for i in range(2))
+    _settle(box)
+    folder = box.path / "refs" / "gitmail" / "web" / "inbox"
+    lately = time.time_ns() + 60 * 10**9  # ahead of the clock: as fresh as can be for the whole test, however slow
+    os.utime(folder, ns=(lately, lately))
+    kept = _reading(box)
+    try:
+        assert len(mailbox.pending(kept, repo="web").directed) == 2
+        # A change that leaves its folder's time as it was (made in the same tick of the clock): seen all the same.
+        (folder / second.message.id).unlink()
+        os.utime(folder, ns=(lately, lately))
+        assert [e.message.id for e in mailbox.pending(kept, repo="web").directed] == [first.message.id]
+    finally:
+        kept.close()
+
+
 def test_a_kept_reader_refuses_a_request_that_would_break_its_protocol(box: Store) -> None:
     kept = _reading(box)
     try:

@@ -43,6 +43,25 @@ def test_codexs_transcript_leaves_out_the_hosts_own_context() -> None:
     ]
 
 
+def test_transcripts_the_pinned_hosts_wrote_read_as_the_turn_that_ran() -> None:
+    """Recorded from Claude Code 2.1.332 and Codex 0.171.0 (tests/hosts/test_peek_hosts.py, paths scrubbed): a turn
+    with one shell call, in a session that gitmail handed a message at its start. What gitmail handed it (Claude
+    Code's hook attachment, Codex's developer message), the hosts' own context and their bookkeeping lines are
+    no turns of the session's."""
+    assert turns(_lines("claude-2.1.332.jsonl")) == [
+        Turn("prompt", "Check the order totals."),
+        Turn("tool", "Bash: echo orders-checked"),
+        Turn("reply", "The order totals round once now."),
+    ]
+    assert turns(_lines("codex-0.171.0.jsonl")) == [
+        Turn("prompt", "Check the order totals."),
+        Turn("tool", "exec_command: echo orders-checked"),
+        Turn("reply", "The order totals round once now."),
+    ]
+    for name in ("claude-2.1.332.jsonl", "codex-0.171.0.jsonl"):
+        assert b"Do they round twice?" in (SAMPLES / name).read_bytes()  # the message handed at the start is there
+
+
 def test_the_last_turns_start_at_a_prompt() -> None:
     found = turns(_lines("claude.jsonl"))
     assert last(found, 1) == [Turn("prompt", "Now run the tests"), Turn("reply", "All 12 pass.")]

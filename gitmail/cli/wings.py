@@ -161,7 +161,6 @@ def install(
     if not hosts:
         raise GitmailError("found neither Claude Code (~/.claude) nor Codex (~/.codex); pass --claude or --codex")
     if mcp:
-        extra("gitmail.mcp.server", "mcp", "gitmail install --mcp")  # a server that cannot start helps nobody
         from gitmail.install import mcp_registration
 
         return _carry_out(mcp_registration.plan(home=home, hosts=hosts, install=True), dry_run)
@@ -236,7 +235,7 @@ def mcp(
 ) -> None:
     """Run the MCP server on standard input and output (an MCP client starts it): gitmail's tools and the
     inbox as a resource, for any agent client that speaks the Model Context Protocol."""
-    mcpserver = extra("gitmail.mcp.server", "mcp", "gitmail mcp")
+    from gitmail.mcp import server as mcpserver  # nothing of the `mcp` extra: watchfiles is looked for when watching
 
     if print_config:
         print(mcpserver.print_config())

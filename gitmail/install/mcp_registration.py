@@ -29,10 +29,10 @@ from gitmail.install.settings import Change, Plan, backup_of, gitmail_made, load
 
 NAME = "gitmail"
 TOML_MARK = "# added by gitmail"
-STARTUP_TIMEOUT = 30  # seconds Codex gives the server to start (importing the MCP SDK takes a second or two)
+STARTUP_TIMEOUT = 30  # seconds Codex gives the server to start (it answers in a fraction of one, unless very busy)
 # Codex (0.147 on) leaves an optional server's tools out of a turn if it has not started within about a second,
-# which the SDK's import alone exceeds: `codex exec` would never see gitmail's tools. A required server is waited
-# for (up to the timeout), and one that cannot start is reported instead of silently missing.
+# which a loaded machine can make any server miss: `codex exec` would then not see gitmail's tools. A required
+# server is waited for (up to the timeout), and one that cannot start is reported instead of silently missing.
 
 
 def server_args() -> list[str]:

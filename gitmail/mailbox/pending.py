@@ -7,7 +7,7 @@ from datetime import datetime
 
 from gitmail.mailbox.finding import oldest_first, parsed
 from gitmail.mailbox.writes import local_machine_id, now, receipts_change, writer_for
-from gitmail.store import pendingindex, syncedreceipts
+from gitmail.store import machines, pendingindex, refs, syncedreceipts
 from gitmail.store.lock import Deadline, attempts
 from gitmail.store.machines import Here
 from gitmail.store.machines import local_id as _local_id
@@ -59,7 +59,28 @@ def pending(
         return Pending(me)
     store.finish_interrupted(deadline or Deadline(timeout))
     places = store.refs(inbox_prefix(me), *(inbox_prefix(name) for name in also), state_prefix(State.BROADCAST))
-    receipted_places = places if store.flag("receipts") else []
+    receipted = store.flag("receipts")
+    if store.kept is None:
+        return _pending(store, me, places, receipted)[0]
+    # A long-lived reader: the same refs, notes and machine files are the same mail (what was read is kept, kept.py).
+    own = store.own_dir
+    files = [str(own / name) for name in (machines.ID_FILE, machines.ARRIVED_FILE, syncedreceipts.FILE)]
+    key = (tuple(places), receipted, tuple(sorted(refs.resolve(store.path, [SEEN_NOTES, RECEIPTS_NOTES]).items())))
+    made = store.kept.while_same(
+        ("pending", me, tuple(also)), key, lambda: files, lambda: _pending(store, me, places, receipted), _whole
+    )
+    return made[0]
+
+
+def _whole(made: tuple[Pending, bool]) -> bool:
+    return made[1]
+
+
+def _pending(store: Store, me: RepoName, places: Sequence[Located], receipted: bool) -> tuple[Pending, bool]:
+    """The pending mail, and whether it may be kept: every document read whole, and none from another machine
+    (whose verdict depends on the keys this machine accepts)."""
+    damaged = len(store.damaged)
+    receipted_places = places if receipted else []
     notes = {
         SEEN_NOTES: [p.oid for p in places if p.state is State.BROADCAST],
         RECEIPTS_NOTES: [p.oid for p in receipted_places],
@@ -75,7 +96,7 @@ def pending(
     seen = noted[SEEN_NOTES]
     here = _local_id(store) if receipted_places else None
     made_up = syncedreceipts.load(store)  # what sync brought in claiming this machine's showings
-    receipted = frozenset(  # what this machine has receipted: one from another machine still wants this one's
+    shown = frozenset(  # what this machine has receipted: one from another machine still wants this one's
         p.id
         for p in receipted_places
         if receipts.delivered(
@@ -91,7 +112,9 @@ def pending(
         and (e.message.sender != me or e.message.from_session is not None)
         and me not in seen[e.oid]
     ]
-    return Pending(me, oldest_first(directed), oldest_first(broadcasts), unreadable, receipted=receipted)
+    mail = Pending(me, oldest_first(directed), oldest_first(broadcasts), unreadable, receipted=shown)
+    whole = len(store.damaged) == damaged and not any(e.message.machine is not None for e in entries)
+    return mail, whole
 
 
 def _prefix(place: Located) -> str:

@@ -9,7 +9,7 @@ from gitmail.render.senders import origin, vouched
 from gitmail.render.states import standing
 from gitmail.render.times import when
 from gitmail.render.user_claims import CLAIM, speaks_for_the_user
-from gitmail.render.words import quote, visible
+from gitmail.render.words import quote, size, visible
 from gitmail.store.gitcmd import quoted as shell_word
 from gitmail.values import urgency as levels
 from gitmail.values.mail import Entry
@@ -30,6 +30,7 @@ class Voice(NamedTuple):
 
 
 PLAIN = Voice()
+CARDS_KEPT = 4096  # cards kept by their inputs (a few MB at most)
 
 
 def card(
@@ -41,13 +42,57 @@ def card(
     voice: Voice = PLAIN,
 ) -> str:
     """One message: a header line gitmail writes, the body behind "> ", and the commands that answer it."""
+    return drawn(entry, vouched(entry, claims), summary=summary, state=state, voice=voice)
+
+
+def drawn(entry: Entry, label: str, *, summary: bool = False, state: bool = False, voice: Voice = PLAIN) -> str:
+    """The card of a message whose sender is labelled `label` (senders.vouched). Without its state, a card depends
+    on nothing else, so the last CARDS_KEPT are kept: a long-lived process (the MCP server) measures every pending
+    message against the budget at each inbox call, and they are nearly always the same."""
+    if state:
+        return _draw(entry, label, summary, state, voice)
+    key = (entry.message, entry.verdict, label, summary, voice)
+    try:
+        return _cards[key]
+    except KeyError:
+        pass
+    except TypeError:  # a field that cannot be a key: drawn anew
+        return _draw(entry, label, summary, state, voice)
+    if len(_cards) >= CARDS_KEPT:
+        _cards.clear()
+    text = _cards[key] = _draw(entry, label, summary, state, voice)
+    return text
+
+
+_cards: dict[tuple[object, ...], str] = {}
+
+
+def drawn_size(entry: Entry, label: str, *, summary: bool = False, voice: Voice = PLAIN) -> int:
+    """The UTF-8 size of `drawn(...)`, kept by the message object itself (held here, so its id stays its own): the
+    MCP server's pending mail is the very same objects from one call to the next, and measuring 1,000 of them
+    against the budget must cost less than hashing each."""
+    m = entry.message
+    held = _sizes.get((id(m), summary))
+    if held is not None and held[0] is m and held[1] is entry.verdict and held[2] == label and held[3] == voice:
+        return held[4]
+    measured = size(drawn(entry, label, summary=summary, voice=voice))
+    if len(_sizes) >= CARDS_KEPT:
+        _sizes.clear()
+    _sizes[(id(m), summary)] = (m, entry.verdict, label, voice, measured)
+    return measured
+
+
+_sizes: dict[tuple[int, bool], tuple[Message, object, str, Voice, int]] = {}
+
+
+def _draw(entry: Entry, label: str, summary: bool, state: bool, voice: Voice) -> str:
     m = entry.message
     kind = "broadcast" if m.is_broadcast else f"directed to {quote(m.address)}"
     parts = [
         f"id {m.id}",
         *([f"urgency {quote(m.urgency)}"] if m.urgency != levels.NORMAL else []),
         kind,
-        f"from {quote(m.sender)}{origin(entry)} ({vouched(entry, claims)})",
+        f"from {quote(m.sender)}{origin(entry)} ({label})",
         when(m.date),
         f"subject {quote(m.subject)}",
     ]

@@ -92,6 +92,23 @@ def first(mailbox: Path, prefix: str, accept: Callable[[str, str], bool]) -> tup
         packed.close()
 
 
+def kept_in(mailbox: Path, prefixes: Iterable[str]) -> list[str]:
+    """Where the refs `listing` reads for these prefixes are kept: packed-refs, and each prefix's folder with every
+    folder below it (named even where it is not there). A ref added, moved or deleted changes one of them
+    (kept.py keeps a listing while none has changed)."""
+    found = [str(mailbox / "packed-refs")]
+    for prefix in prefixes:
+        pending = [str(mailbox / prefix)]
+        while pending:
+            folder = pending.pop()
+            found.append(folder)
+            try:
+                pending += [e.path for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                continue
+    return found
+
+
 def _files(folder: Path) -> Iterable[str]:
     pending = [str(folder)]
     while pending:

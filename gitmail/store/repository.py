@@ -178,12 +178,15 @@ class Store:
         if not self.exists():
             return []
         if not self.old_names and all(p.endswith("/") and "*" not in p for p in patterns):
-            # Folders: read from the ref files, without a git process (refs.py), in git's order.
-            listed = sorted(
-                {ref: oid for prefix in patterns for ref, oid in refs.listing(self.path, prefix).items()}.items()
-            )
-            places = [p for ref, oid in listed if (p := locate(ref, oid))]
-            return places if count is None else places[:count]
+            # Folders: read from the ref files, without a git process (refs.py), in git's order; in a long-lived
+            # reader, read again only once a folder or packed-refs has changed (kept.py).
+            if self.kept is None:
+                places = self._listed(patterns)
+            else:
+                places = self.kept.while_same(
+                    ("refs", patterns), None, lambda: refs.kept_in(self.path, patterns), lambda: self._listed(patterns)
+                )
+            return list(places) if count is None else places[:count]
         limit = [f"--count={count}"] if count is not None else []
         out = self.git("for-each-ref", "--format=%(objectname) %(refname)", *limit, *self.readable(patterns))
         found = []
@@ -201,6 +204,12 @@ class Store:
         if self.old_names:
             return any(self.refs(prefix, count=1) for prefix in prefixes)
         return any(refs.first(self.path, prefix, lambda ref, oid: locate(ref, oid) is not None) for prefix in prefixes)
+
+    def _listed(self, prefixes: Sequence[str]) -> list[Located]:
+        listed = sorted(
+            {ref: oid for prefix in prefixes for ref, oid in refs.listing(self.path, prefix).items()}.items()
+        )
+        return [p for ref, oid in listed if (p := locate(ref, oid))]
 
     def refs_under(self, prefix: str) -> dict[str, str]:
         """Every ref in a folder of refs (`refs/gitmail/web/leases/`), whatever it names, with what it holds: read

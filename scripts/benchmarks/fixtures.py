@@ -128,8 +128,9 @@ def fresh_ids(count: int, taken: set[str], rng: random.Random) -> list[str]:
     return ids
 
 
-def fast_import_message(mark: int, message_id: str, number: int) -> bytes:
-    """One archived message as gitmail stores it: a root commit whose tree holds the document alone."""
+def fast_import_message(mark: int, message_id: str, number: int, *, prefix: str | None = None) -> bytes:
+    """One archived message as gitmail stores it: a root commit whose tree holds the document alone (under
+    `prefix`, the archive unless it says otherwise)."""
     from gitmail.values.message import DOCUMENT_NAME, Message
     from gitmail.values.names import RepoName
 
@@ -147,7 +148,7 @@ def fast_import_message(mark: int, message_id: str, number: int) -> bytes:
     return b"".join(
         [
             b"blob\nmark :%d\ndata %d\n%s\n" % (mark, len(document), document),
-            f"commit {archive_prefix()}{message_id}\nauthor {who}\ncommitter {who}\n".encode(),
+            f"commit {prefix or archive_prefix()}{message_id}\nauthor {who}\ncommitter {who}\n".encode(),
             b"data %d\n%s\nM 100644 :%d %s\n\n" % (len(text), text, mark, DOCUMENT_NAME.encode()),
         ]
     )

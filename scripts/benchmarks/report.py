@@ -73,6 +73,9 @@ def markdown_row(row: Row) -> str:
         note = f"{note}: {row.messages} messages, {row.messages_per_s:.0f} messages/s"
     if row.bytes is not None:
         note = f"{row.bytes:,} bytes on the wire" + (f"; {note}" if note else "")
+    if row.mib is not None:
+        note = f"{row.mib[0]:.1f} MiB resident (min {row.mib[1]:.1f})" + (f"; {note}" if note else "")
+        return f"| {row.name} | {archived} | — | — | | | {note} |"
     return f"| {row.name} | {archived} | {row.median_ms:.1f} | {row.min_ms:.1f} | {ratio} | {min_ratio} | {note} |"
 
 

@@ -55,6 +55,7 @@ class Row:
     messages: int | None = None
     messages_per_s: float | None = None
     bytes: int | None = None  # median bytes on the wire, both ways (sync rows)
+    mib: tuple[float, float] | None = None  # median and min resident memory, MiB (memory rows: no time)
     note: str = ""
 
 

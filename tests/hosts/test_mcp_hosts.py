@@ -29,9 +29,10 @@ def host(request: pytest.FixtureRequest, world: World) -> Host:
     if request.param == "claude":
         settings = json.loads(chosen.settings.read_text())
         settings.setdefault("permissions", {}).setdefault("allow", []).append("mcp__gitmail")
-        # Claude Code 2.1 does not wait long for a server still starting (importing the MCP SDK takes 1-3 s, more on
-        # a busy machine): the tools of a server not up yet join at a later request of the session. A test wants
-        # them in the first one, so it asks Claude Code to wait for its MCP servers (these two, together).
+        # Claude Code 2.1 does not wait long for a server still starting: the tools of one not up yet join at a later
+        # request of the session. gitmail's answers within a fraction of a second, but the suite runs on machines
+        # loaded past their cores, where any server can miss that window; a test wants the tools in the first
+        # request, so it asks Claude Code to wait for its MCP servers (these two, together).
         settings.setdefault("env", {}).update(
             {"MCP_CONNECTION_NONBLOCKING": "false", "MCP_CONNECT_TIMEOUT_MS": "30000"}
         )
