@@ -70,12 +70,13 @@ class Outcome(NamedTuple):
     for_person: tuple[str, ...] = ()  # ids of the messages received that are for the person (@user)
     leases_here: int = 0  # repositories whose leases of other machines came, changed or went here
     leases_there: bool = False  # this machine's leases changed there
+    displaced: int = 0  # this machine's leases ended here: an earlier one taken on another machine stands
 
     @property
     def quiet(self) -> bool:
         return not (
             self.received or self.moved_here or self.sent or self.moved_there or self.notes or self.set_aside
-            or self.leases_here or self.leases_there
+            or self.leases_here or self.leases_there or self.displaced
         )  # fmt: skip
 
 
@@ -248,7 +249,7 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
             except NotGitmail:
                 _restore_tracking(store, remote.name, before)
                 raise
-            leases_here, lease_update = leasestate.exchange(store, remote.name, leased, here)
+            leases_here, displaced, lease_update = leasestate.exchange(store, remote.name, leased, here)
             updates = [*plan.updates, *([lease_update] if lease_update is not None else [])]
             outcome = outcome._replace(
                 received=outcome.received + len(seen.arrivals) - len(seen.oversized),
@@ -260,6 +261,7 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 conflicts=len(seen.conflicts),
                 attempts=attempt,
                 leases_here=outcome.leases_here + leases_here,
+                displaced=outcome.displaced + displaced,
             )
             if not updates:
                 record = Record(remote.url, tips, _settled(store, remote.name), record.last_attempt, time.time())
