@@ -46,10 +46,12 @@ from gitmail.sync.remotes import (
 from gitmail.values.mail import Move
 
 ATTEMPTS = 8  # fetch, reconcile and push this often while other machines keep pushing in between
-# Whether a sync that has just written refs leaves waiting for them to settle to `settle_later` (the command line
-# sets it: its answer is printed first), and the fingerprints waiting, by remote.
+# Whether a sync leaves to `settle_later` the wait for the refs it wrote to settle and what follows a sync that
+# changed mail (`after_sync`): the command line sets it, its answer is printed first. The fingerprints waiting, by
+# remote, and the outcomes whose follow-up waits.
 SETTLE_LATER = False
 _UNSETTLED: dict[str, str] = {}
+_AFTER: list[Outcome] = []
 NETWORK_REPOSITORY = "fetch.git"  # in gitmail/sync/: where fetch and push run (see _network_repository)
 NETWORK_TIMEOUT = 900.0  # seconds a fetch or push may take before it is given up
 
@@ -186,20 +188,27 @@ def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> l
                 results.append(sync(store, remote, lock_fd=fd))
             except SyncError as error:
                 results.append(error)
-    if any(isinstance(r, Outcome) and (r.received or r.moved_here or r.leases_here) for r in results):
-        from gitmail import arrivals
-
-        arrivals.prepare_starts(store, None)  # what sessions start with changed: their answers are made anew
-    if any(isinstance(r, Outcome) and r.received for r in results):
-        from gitmail import arrivals
-
-        arrivals.after_arrival(store, None)  # mail that came in wakes idle Codex sessions as a send does
-    for_person = [i for r in results if isinstance(r, Outcome) for i in r.for_person]
-    if for_person:
-        from gitmail import arrivals
-
-        arrivals.notify_person(store, for_person)  # as a send does: the person hears of mail for them
+    if SETTLE_LATER:
+        _AFTER.extend(r for r in results if isinstance(r, Outcome))  # after the answer, in `settle_later`'s child
+    else:
+        after_sync(store, [r for r in results if isinstance(r, Outcome)])
     return results
+
+
+def after_sync(store: Store, outcomes: Sequence[Outcome]) -> None:
+    """What follows a sync that changed mail here, as a send is followed: the session-start answers made anew, idle
+    Codex sessions woken, the person told of mail for them. Each is a detached start; none of it is needed for
+    the mail to be seen: the writer moved the repositories' stamps when the mail landed, so no answer kept from
+    before is served, and a session starting meanwhile is answered by Python."""
+    from gitmail import arrivals
+
+    if any(r.received or r.moved_here or r.leases_here for r in outcomes):
+        arrivals.prepare_starts(store, None)  # what sessions start with changed: their answers are made anew
+    if any(r.received for r in outcomes):
+        arrivals.after_arrival(store, None)  # mail that came in wakes idle Codex sessions as a send does
+    for_person = [i for r in outcomes for i in r.for_person]
+    if for_person:
+        arrivals.notify_person(store, for_person)  # as a send does: the person hears of mail for them
 
 
 def _for_person(seen: reconcile.Comparison) -> tuple[str, ...]:
@@ -298,16 +307,18 @@ def _settled(store: Store, name: str) -> str | None:
 
 
 def settle_later(store: Store) -> None:
-    """After the answer: a detached child waits for the refs the sync wrote to settle, and records their
-    fingerprint if nothing changed meanwhile, so that the next sync that finds nothing new takes the quick path."""
-    if not _UNSETTLED:
+    """After the answer: a detached child starts what follows a sync that changed mail (`after_sync`), then waits
+    for the refs the sync wrote to settle and records their fingerprint if nothing changed meanwhile, so that the
+    next sync that finds nothing new takes the quick path."""
+    if not _UNSETTLED and not _AFTER:
         return
-    pending = dict(_UNSETTLED)
+    pending, outcomes = dict(_UNSETTLED), list(_AFTER)
     _UNSETTLED.clear()
+    _AFTER.clear()
     try:
         child = os.fork()
     except OSError:
-        _settle(store, pending)
+        _follow_up(store, pending, outcomes)
         return
     if child:
         return
@@ -316,9 +327,17 @@ def settle_later(store: Store) -> None:
         quiet = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(quiet, fd)
-        _settle(store, pending)
+        _follow_up(store, pending, outcomes)
     finally:
         os._exit(0)
+
+
+def _follow_up(store: Store, pending: dict[str, str], outcomes: Sequence[Outcome]) -> None:
+    try:
+        after_sync(store, outcomes)
+    finally:
+        if pending:
+            _settle(store, pending)
 
 
 def _settle(store: Store, pending: dict[str, str]) -> None:
