@@ -493,3 +493,30 @@ def test_a_kept_answer_never_shows_a_session_its_own_mail(web: Path, box: Store)
     wait_until(lambda: kept_is_fresh(box, web), "the answer to be made again")
     assert sent.stdout.strip() not in hook("session-start", web, session="writer")  # resumed: its record, Python
     assert sent.stdout.strip() in hook("session-start", web, session="sibling")
+
+
+def test_a_sync_that_brings_mail_answers_first_and_no_kept_answer_from_before_is_served(
+    web: Path, box: Store, no_python: Recorder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmail.cli import sync
+    from gitmail.sync import engine, remotes
+    from tests.syncing import bare_remote, machine, sync_now
+
+    remote = bare_remote(tmp_path / "remote.git")
+    box.create()
+    remotes.add_remote(box, name="origin", url=str(remote))
+    hook("session-start", web, session="one")  # a session started here before: its answer is kept
+    assert kept_is_fresh(box, web)
+    laptop = machine(tmp_path / "elsewhere", "laptop", str(remote))
+    sent = mailbox.send(laptop, sender="api", to="web", subject="from the laptop").message.id
+    sync_now(laptop)
+    later: list[Store] = []
+    settle_later = engine.settle_later
+    monkeypatch.setattr(engine, "settle_later", later.append)  # the answer is printed; the child not yet started
+    assert sync.run("origin") == 0
+    assert later and engine._AFTER  # what follows the sync waits for the child
+    assert not kept_is_fresh(box, web)  # the stamps moved with the mail, before the answer: nothing kept is served
+    assert sent in hook("session-start", web, session="two")  # Python answers, with the new mail
+    settle_later(later[0])
+    wait_until(lambda: kept_is_fresh(box, web), "the answer to be made again")
+    assert sent in hook("session-start", web, session="three", python=no_python)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gitmail import hooks, mailbox
+from gitmail.cli.sync import describe
 from gitmail.errors import GitmailError
 from gitmail.mailbox import leasing
 from gitmail.mailbox.writes import writer_for
@@ -23,6 +24,7 @@ from gitmail.store import lease_refs, machines
 from gitmail.store.location import log_path
 from gitmail.store.repository import Store
 from gitmail.sync import leasestate, quick
+from gitmail.sync.engine import Outcome
 from gitmail.values.ids import new_id
 from gitmail.values.lease import CLOCK_MARGIN, DISPLACED, EXCLUSIVE, RELEASED, Lease
 from gitmail.values.names import RepoName
@@ -188,8 +190,25 @@ def test_of_two_leases_taken_apart_the_earlier_stands_and_the_other_holder_is_to
     assert laptop.run(front, "lease", "src/orders.py").returncode == 0  # the earlier
     assert server.run(back, "lease", "src").returncode == 0  # covers it too, taken later, apart
     order = [laptop, server] if first == "earlier" else [server, laptop]
-    for one in [*order, *order]:
-        one.sync()
+    said = [one.run(front if one is laptop else back, "sync").stderr for one in [*order, *order]]
+    gave_way = "1 lease of this machine gave way to an earlier lease taken on another machine (its holder is told)"
+    assert said == (
+        [
+            "gitmail: synced with origin: this machine's leases sent\n",
+            f"gitmail: synced with origin: other machines' leases brought in for 1 repository, {gave_way}\n",
+            "gitmail: origin: up to date\n",
+            "gitmail: origin: up to date\n",
+        ]
+        if first == "earlier"
+        else [
+            "gitmail: synced with origin: this machine's leases sent\n",
+            "gitmail: synced with origin: other machines' leases brought in for 1 repository, this machine's leases "
+            "sent\n",
+            f"gitmail: synced with origin: other machines' leases brought in for 1 repository, {gave_way}, this "
+            "machine's leases sent\n",
+            "gitmail: origin: up to date\n",  # it had ended the later lease when it brought it in
+        ]
+    )
     for one in (laptop, server):
         assert [held.handle for held in one.held()] == ["api#front-01"], one.name
         assert (
@@ -213,6 +232,19 @@ def test_of_two_leases_taken_apart_the_earlier_stands_and_the_other_holder_is_to
         f"{machines.local_id(laptop.box)}/api/{laptop.held()[0].id}"
     ]
     assert sync_now(laptop.box).quiet and sync_now(server.box).quiet
+
+
+def test_the_summary_names_the_leases_a_sync_moved() -> None:
+    assert describe(Outcome("origin", leases_there=True)) == "synced with origin: this machine's leases sent"
+    assert describe(Outcome("origin", leases_here=1)) == (
+        "synced with origin: other machines' leases brought in for 1 repository"
+    )
+    assert describe(Outcome("origin", received=2, leases_here=2, displaced=2, leases_there=True, notes=1)) == (
+        "synced with origin: 2 messages new here, other machines' leases brought in for 2 repositories, 2 leases of "
+        "this machine gave way to earlier leases taken on another machine (their holders are told), this machine's "
+        "leases sent, hand-overs merged"
+    )
+    assert not Outcome("origin", displaced=1).quiet
 
 
 def test_a_renewal_travels_and_another_machine_holds_a_lease_two_minutes_past_its_expiry(

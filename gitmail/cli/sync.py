@@ -78,6 +78,18 @@ def describe(outcome: Outcome) -> str:
         (outcome.moved_there, "archived or retracted there"),
     ]
     parts = [f"{n} {_messages(n)} {what}" for n, what in counts if n]
+    if outcome.leases_here:
+        places = "repository" if outcome.leases_here == 1 else "repositories"
+        parts.append(f"other machines' leases brought in for {outcome.leases_here} {places}")
+    if outcome.displaced:
+        parts.append(
+            "1 lease of this machine gave way to an earlier lease taken on another machine (its holder is told)"
+            if outcome.displaced == 1
+            else f"{outcome.displaced} leases of this machine gave way to earlier leases taken on another machine "
+            "(their holders are told)"
+        )
+    if outcome.leases_there:
+        parts.append("this machine's leases sent")
     if outcome.set_aside:
         parts.append(
             f"{outcome.set_aside} {_messages(outcome.set_aside)} larger than gitmail sends set aside unread (see "

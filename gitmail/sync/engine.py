@@ -46,10 +46,12 @@ from gitmail.sync.remotes import (
 from gitmail.values.mail import Move
 
 ATTEMPTS = 8  # fetch, reconcile and push this often while other machines keep pushing in between
-# Whether a sync that has just written refs leaves waiting for them to settle to `settle_later` (the command line
-# sets it: its answer is printed first), and the fingerprints waiting, by remote.
+# Whether a sync leaves to `settle_later` the wait for the refs it wrote to settle and what follows a sync that
+# changed mail (`after_sync`): the command line sets it, its answer is printed first. The fingerprints waiting, by
+# remote, and the outcomes whose follow-up waits.
 SETTLE_LATER = False
 _UNSETTLED: dict[str, str] = {}
+_AFTER: list[Outcome] = []
 NETWORK_REPOSITORY = "fetch.git"  # in gitmail/sync/: where fetch and push run (see _network_repository)
 NETWORK_TIMEOUT = 900.0  # seconds a fetch or push may take before it is given up
 
@@ -70,12 +72,13 @@ class Outcome(NamedTuple):
     for_person: tuple[str, ...] = ()  # ids of the messages received that are for the person (@user)
     leases_here: int = 0  # repositories whose leases of other machines came, changed or went here
     leases_there: bool = False  # this machine's leases changed there
+    displaced: int = 0  # this machine's leases ended here: an earlier one taken on another machine stands
 
     @property
     def quiet(self) -> bool:
         return not (
             self.received or self.moved_here or self.sent or self.moved_there or self.notes or self.set_aside
-            or self.leases_here or self.leases_there
+            or self.leases_here or self.leases_there or self.displaced
         )  # fmt: skip
 
 
@@ -185,20 +188,27 @@ def sync_all(store: Store, name: str | None = None, *, wait: float = 120.0) -> l
                 results.append(sync(store, remote, lock_fd=fd))
             except SyncError as error:
                 results.append(error)
-    if any(isinstance(r, Outcome) and (r.received or r.moved_here or r.leases_here) for r in results):
-        from gitmail import arrivals
-
-        arrivals.prepare_starts(store, None)  # what sessions start with changed: their answers are made anew
-    if any(isinstance(r, Outcome) and r.received for r in results):
-        from gitmail import arrivals
-
-        arrivals.after_arrival(store, None)  # mail that came in wakes idle Codex sessions as a send does
-    for_person = [i for r in results if isinstance(r, Outcome) for i in r.for_person]
-    if for_person:
-        from gitmail import arrivals
-
-        arrivals.notify_person(store, for_person)  # as a send does: the person hears of mail for them
+    if SETTLE_LATER:
+        _AFTER.extend(r for r in results if isinstance(r, Outcome))  # after the answer, in `settle_later`'s child
+    else:
+        after_sync(store, [r for r in results if isinstance(r, Outcome)])
     return results
+
+
+def after_sync(store: Store, outcomes: Sequence[Outcome]) -> None:
+    """What follows a sync that changed mail here, as a send is followed: the session-start answers made anew, idle
+    Codex sessions woken, the person told of mail for them. Each is a detached start; none of it is needed for
+    the mail to be seen: the writer moved the repositories' stamps when the mail landed, so no answer kept from
+    before is served, and a session starting meanwhile is answered by Python."""
+    from gitmail import arrivals
+
+    if any(r.received or r.moved_here or r.leases_here for r in outcomes):
+        arrivals.prepare_starts(store, None)  # what sessions start with changed: their answers are made anew
+    if any(r.received for r in outcomes):
+        arrivals.after_arrival(store, None)  # mail that came in wakes idle Codex sessions as a send does
+    for_person = [i for r in outcomes for i in r.for_person]
+    if for_person:
+        arrivals.notify_person(store, for_person)  # as a send does: the person hears of mail for them
 
 
 def _for_person(seen: reconcile.Comparison) -> tuple[str, ...]:
@@ -248,7 +258,7 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
             except NotGitmail:
                 _restore_tracking(store, remote.name, before)
                 raise
-            leases_here, lease_update = leasestate.exchange(store, remote.name, leased, here)
+            leases_here, displaced, lease_update = leasestate.exchange(store, remote.name, leased, here)
             updates = [*plan.updates, *([lease_update] if lease_update is not None else [])]
             outcome = outcome._replace(
                 received=outcome.received + len(seen.arrivals) - len(seen.oversized),
@@ -260,6 +270,7 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
                 conflicts=len(seen.conflicts),
                 attempts=attempt,
                 leases_here=outcome.leases_here + leases_here,
+                displaced=outcome.displaced + displaced,
             )
             if not updates:
                 record = Record(remote.url, tips, _settled(store, remote.name), record.last_attempt, time.time())
@@ -296,16 +307,18 @@ def _settled(store: Store, name: str) -> str | None:
 
 
 def settle_later(store: Store) -> None:
-    """After the answer: a detached child waits for the refs the sync wrote to settle, and records their
-    fingerprint if nothing changed meanwhile, so that the next sync that finds nothing new takes the quick path."""
-    if not _UNSETTLED:
+    """After the answer: a detached child starts what follows a sync that changed mail (`after_sync`), then waits
+    for the refs the sync wrote to settle and records their fingerprint if nothing changed meanwhile, so that the
+    next sync that finds nothing new takes the quick path."""
+    if not _UNSETTLED and not _AFTER:
         return
-    pending = dict(_UNSETTLED)
+    pending, outcomes = dict(_UNSETTLED), list(_AFTER)
     _UNSETTLED.clear()
+    _AFTER.clear()
     try:
         child = os.fork()
     except OSError:
-        _settle(store, pending)
+        _follow_up(store, pending, outcomes)
         return
     if child:
         return
@@ -314,9 +327,17 @@ def settle_later(store: Store) -> None:
         quiet = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(quiet, fd)
-        _settle(store, pending)
+        _follow_up(store, pending, outcomes)
     finally:
         os._exit(0)
+
+
+def _follow_up(store: Store, pending: dict[str, str], outcomes: Sequence[Outcome]) -> None:
+    try:
+        after_sync(store, outcomes)
+    finally:
+        if pending:
+            _settle(store, pending)
 
 
 def _settle(store: Store, pending: dict[str, str]) -> None:

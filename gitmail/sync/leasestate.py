@@ -242,15 +242,18 @@ def new_state(
 
 def exchange(
     store: Store, remote: str, state: LeaseState, here: Machine
-) -> tuple[int, tuple[str, str, str | None] | None]:
+) -> tuple[int, int, tuple[str, str, str | None] | None]:
     """Bring the other machines' leases in (after the mail, whose keys they are checked with), end what they
     displace here (its holder is told at its next moment), and build the update that puts this machine's leases
-    there. How many repositories' leases changed here, and the update (None: the remote has them already)."""
+    there. How many repositories' leases changed here, how many of this machine's leases gave way, and the update
+    (None: the remote has them already)."""
     from gitmail.mailbox import leasing
 
     touched = bring_in(store, checked(store, remote, state, here.id), remote)
+    displaced = 0
     for repo in touched:
-        leasing.sweep(store, repo)  # the lease index, the holders' .renew files and the stamps follow
+        ended = leasing.sweep(store, repo)  # the lease index, the holders' .renew files and the stamps follow
+        displaced += sum(1 for s in ended if s.why == leases.DISPLACED and _mine(s.lease, here))
     running = leasing.held_here(store)
     objects = Objects(store)
     try:
@@ -258,4 +261,8 @@ def exchange(
         new = new_state(objects, state, mine, [oid for _, oid in running], here)
     finally:
         objects.close()
-    return len(touched), (REMOTE_ROOT + LEASES, new, state.commit) if new is not None else None
+    return len(touched), displaced, (REMOTE_ROOT + LEASES, new, state.commit) if new is not None else None
+
+
+def _mine(lease: Lease, here: Machine) -> bool:
+    return lease.machine is None or lease.machine.id == here.id
