@@ -951,6 +951,25 @@ def test_a_request_made_while_the_background_sync_runs_makes_it_go_again(
     assert set(remote_places(remote)) == {first.message.id, runs[1]}
 
 
+def test_mail_a_background_sync_brings_is_followed_up_as_a_sync_by_hand(
+    tmp_path: Path, remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mail that comes in through `gitmail sync --auto` makes the session-start answers anew, wakes idle Codex
+    sessions and tells the person of mail for them, as a sync by hand does."""
+    from gitmail import arrivals
+
+    a, b = make_machine(tmp_path, "laptop", str(remote)), make_machine(tmp_path, "server")
+    remotes.add_remote(b, name="origin", url=str(remote), auto=True)
+    asked = mailbox.send(a, sender="api", to="@user", subject="May I drop v1?")
+    sync_now(a)
+    followed: list[tuple[str, object]] = []
+    monkeypatch.setattr(arrivals, "prepare_starts", lambda store, repos: followed.append(("starts", repos)))
+    monkeypatch.setattr(arrivals, "after_arrival", lambda store, repos: followed.append(("wake", repos)) or False)
+    monkeypatch.setattr(arrivals, "notify_person", lambda store, ids: followed.append(("person", list(ids))))
+    assert engine.run_background(b) == 0
+    assert followed == [("starts", None), ("wake", None), ("person", [asked.message.id])]
+
+
 def test_mail_to_the_person_and_the_persons_answer_sync_like_any_mail(trio: tuple[Store, Store, Store]) -> None:
     a, b, _ = trio
     asked = mailbox.send(a, sender="api", to="@user", subject="May I drop v1?", when=at(0))

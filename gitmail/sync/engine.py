@@ -504,13 +504,15 @@ def run_background(store: Store) -> int:
     as new requests came in while it ran. Leaves at once when another sync holds the lock: that one goes again."""
     while True:
         token = background.wanted(store)
+        outcomes: list[Outcome] = []
         with sync_lock(store, wait=None) as fd:
             if fd is None:
                 return 0
             for remote in background.automatic(store):
                 try:
-                    sync(store, remote, lock_fd=fd)
+                    outcomes.append(sync(store, remote, lock_fd=fd))
                 except GitmailError as error:
                     problem(store.path, f"background sync: {error}")
+        after_sync(store, outcomes)  # mail it brought is followed up as a sync's by hand is: answers, waking, the person
         if background.wanted(store) == token:
             return 0
