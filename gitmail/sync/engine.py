@@ -513,6 +513,6 @@ def run_background(store: Store) -> int:
                     outcomes.append(sync(store, remote, lock_fd=fd))
                 except GitmailError as error:
                     problem(store.path, f"background sync: {error}")
-        after_sync(store, outcomes)  # mail it brought is followed up as a sync's by hand is: answers, waking, the person
+        after_sync(store, outcomes)  # followed up as a sync by hand is
         if background.wanted(store) == token:
             return 0
