@@ -964,7 +964,12 @@ def test_mail_a_background_sync_brings_is_followed_up_as_a_sync_by_hand(
     sync_now(a)
     followed: list[tuple[str, object]] = []
     monkeypatch.setattr(arrivals, "prepare_starts", lambda store, repos: followed.append(("starts", repos)))
-    monkeypatch.setattr(arrivals, "after_arrival", lambda store, repos: followed.append(("wake", repos)) or False)
+
+    def woke(store: Store, repos: object) -> bool:
+        followed.append(("wake", repos))
+        return False
+
+    monkeypatch.setattr(arrivals, "after_arrival", woke)
     monkeypatch.setattr(arrivals, "notify_person", lambda store, ids: followed.append(("person", list(ids))))
     assert engine.run_background(b) == 0
     assert followed == [("starts", None), ("wake", None), ("person", [asked.message.id])]
