@@ -12,6 +12,12 @@ def git(box: Store, *args: str, check: bool = True) -> subprocess.CompletedProce
     return subprocess.run(["git", "--git-dir", str(box.path), *args], capture_output=True, text=True, check=check)
 
 
+def keep_loose(box: Store) -> None:
+    """Keep the detached packer off this mailbox: a test that loses objects removes them as loose files."""
+    box.create()
+    subprocess.run(["git", "--git-dir", str(box.path), "config", "gitmail.autoPack", "false"], check=True)
+
+
 def lose(box: Store, ref: str, *, whole: bool = True) -> str:
     """Remove the commit `ref` points at (with its tree and document when `whole`), as a prune does to a commit
     written just before its ref moved; returns the commit id. gitmail writes loose objects, so each is a file."""

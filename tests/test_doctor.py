@@ -20,7 +20,7 @@ from gitmail.store.claims import load_claims
 from gitmail.store.repository import Store
 from gitmail.values.layout import DAMAGED
 from tests.conftest import CliRunner, RepoFactory, mailbox_snapshot
-from tests.damage import fsck, git, lose, lose_object
+from tests.damage import fsck, git, keep_loose, lose, lose_object
 
 
 def key_line(box: Store) -> str:
@@ -356,6 +356,7 @@ def test_installed_hooks_are_found_and_their_command_run(
 
 
 def test_json_lists_every_finding_with_everything_it_concerns(cli: CliRunner, box: Store, web: Path) -> None:
+    keep_loose(box)
     entries = [mailbox.send(box, sender="api", to="web", subject=f"m{i}") for i in range(12)]
     for entry in entries:
         lose(box, f"refs/gitmail/web/inbox/{entry.message.id}")
