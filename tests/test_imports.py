@@ -131,6 +131,7 @@ def test_a_session_start_python_answers_loads_only_what_reading_mail_uses(web: P
     assert "gitmail.delivery" in modules and "gitmail.render.frames" in modules
     assert _loaded(modules, NEVER_ON_A_READ) == set()
     assert _loaded(modules, SENDING_SIDE) == set()
+    assert "gitmail.store.catfile" not in modules  # its messages are loose objects, read without git
 
 
 @pytest.mark.parametrize("args", [("inbox", "--peek"), ("log", "-n", "20")])
@@ -145,6 +146,9 @@ def test_inbox_and_log_load_only_what_reading_mail_uses(web: Path, box: Store, a
     assert _loaded(modules, SENDING_SIDE) == set()
     if args[0] == "log":
         assert _loaded(modules, ("gitmail.delivery", "gitmail.store.sessions", "gitmail.render.frames")) == set()
+    else:
+        assert "fcntl" not in modules  # a peek writes nothing, so it never takes the lock
+        assert "gitmail.store.catfile" not in modules  # its messages are loose objects, read without git
 
 
 def test_a_send_to_a_repository_imports_only_what_it_runs(api: Path, web: Path, box: Store) -> None:
