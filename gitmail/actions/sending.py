@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import NamedTuple
 
 from gitmail import mailbox, render
 from gitmail.actions.addressing import destination, session_of
@@ -23,8 +22,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from datetime import datetime
     from pathlib import Path
+    from typing import NamedTuple
 
     from gitmail.values.outgoing import Outgoing
+else:
+    from gitmail.values.tuples import NamedTuple
 
 
 class Sent(NamedTuple):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 
 from gitmail.mailbox.finding import oldest_first, parsed
 from gitmail.mailbox.writes import local_machine_id, now, receipts_change, writer_for
@@ -13,6 +12,7 @@ from gitmail.store.machines import Here
 from gitmail.store.machines import local_id as _local_id
 from gitmail.store.repository import WRITE_WAIT, Store
 from gitmail.values import receipts
+from gitmail.values.dates import datetime
 from gitmail.values.layout import (
     SEEN_NOTES,
     Located,

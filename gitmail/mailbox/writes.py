@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
 
 from gitmail.errors import MailboxError
 from gitmail.store import syncedreceipts
 from gitmail.store.machines import local_id as _local_id
 from gitmail.store.repository import Store
 from gitmail.values import receipts
+from gitmail.values.dates import UTC, datetime
 from gitmail.values.ids import ObjectId
 from gitmail.values.layout import (
     Change,

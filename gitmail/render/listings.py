@@ -3,14 +3,13 @@ a session's line and JSON in `gitmail sessions`."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from gitmail.render.senders import machine_name
 from gitmail.render.states import standing
 from gitmail.render.times import when, when_epoch
 from gitmail.render.words import count, quote, visible
 from gitmail.values import receipts
 from gitmail.values import urgency as levels
+from gitmail.values.dates import UTC, datetime
 from gitmail.values.machine import Machine
 from gitmail.values.mail import Entry, status
 

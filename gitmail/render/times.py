@@ -15,14 +15,14 @@ def when_epoch(seconds: float | None) -> str:
     """A time.time() value as `when` writes dates, in local time ("at an unknown time" for None)."""
     if not seconds:
         return "at an unknown time"
-    from datetime import datetime as clock
+    from gitmail.values.dates import datetime as clock
 
     return "at " + when(clock.fromtimestamp(seconds).astimezone())
 
 
 def until(seconds: float) -> str:
     """A time as leases say when they end: "14:32" today, else with its date, in local time."""
-    from datetime import datetime as clock
+    from gitmail.values.dates import datetime as clock
 
     moment = clock.fromtimestamp(seconds).astimezone()
     today = clock.now().astimezone().date()

@@ -21,24 +21,26 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
 
 from gitmail.errors import MailboxError, Unwritable, UsageError
 from gitmail.store import machines, pins
 from gitmail.store.files import read_text, write_atomically
 from gitmail.store.repository import Store
 from gitmail.values import sshsig
+from gitmail.values.dates import UTC, datetime
 from gitmail.values.ids import ID_PATTERN
 from gitmail.values.machine import NAME_PATTERN, Machine
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hashlib import sha1 as _sha1
+    from typing import NamedTuple
 
     from gitmail.values.verdict import Key
 else:
+    from gitmail.values.tuples import NamedTuple
+
     try:  # CPython's own SHA-1: hashlib would load OpenSSL
         from _sha1 import sha1 as _sha1
     except ImportError:

@@ -14,15 +14,14 @@ import errno
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, NamedTuple
 
 from gitmail.errors import MailboxError, Transient, UsageError
 from gitmail.store import catfile, loose, refs
 from gitmail.store.files import sync_directory, unwritable
 from gitmail.store.repository import Store
 from gitmail.values import sshsig
+from gitmail.values.dates import UTC, datetime
 from gitmail.values.ids import ObjectId
 from gitmail.values.layout import email
 from gitmail.values.message import DOCUMENT_NAME, Message
@@ -31,7 +30,10 @@ from gitmail.values.names import RepoName
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hashlib import sha1 as _sha1
+    from typing import IO, NamedTuple
 else:
+    from gitmail.values.tuples import NamedTuple
+
     try:  # CPython's own SHA-1: hashlib would load OpenSSL, milliseconds of every send
         from _sha1 import sha1 as _sha1
     except ImportError:  # an interpreter built without it

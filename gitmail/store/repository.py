@@ -5,8 +5,7 @@ Reads go through `git for-each-ref` and `git cat-file --batch`: listing refs und
 whether the mailbox holds 10 or 100,000 other refs (libgit2 walks every ref), and a session-start read cannot
 afford pygit2's import. Writes (writer.py) move refs with `git update-ref` transactions that check each ref against
 the value they expect (transaction.py), under the mailbox's lock (lock.py). Opening a mailbox, which may bring an
-older format up to date, is opening.py's.
-"""
+older format up to date, is opening.py's. catfile.py is loaded at its first use: `inbox` reads loose objects."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
-from gitmail.store import catfile, gitcmd, gitconfig, lock, loose, refs, stamps
+from gitmail.store import gitcmd, gitconfig, lock, loose, refs, stamps
 from gitmail.store.files import unwritable
 from gitmail.store.location import MAILBOX_ENV, OWN_DIR, default_path
 from gitmail.store.lock import Deadline
@@ -30,7 +29,7 @@ from gitmail.values.names import RepoName, first_format_ref, from_address, nfd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from gitmail.store import history
+    from gitmail.store import catfile, history
     from gitmail.store.kept import Kept
 
 MARK_KEY = "gitmail.version"  # set in every mailbox gitmail made: what makes a repository one
@@ -227,6 +226,8 @@ class Store:
         try:
             return self._log(*args)
         except gitcmd.GitFailed as failure:
+            from gitmail.store import catfile
+
             if (
                 not re.search(r"\b(bad|missing) object\b", failure.stderr)
                 and catfile.unreadable_object(failure.stderr) is None
@@ -334,6 +335,8 @@ class Store:
     def _cat_file(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
         if self._reader is not None:
             return self._reader.read(specs, limit=limit, damaged=self.damaged)
+        from gitmail.store import catfile
+
         return catfile.cat_file(self.path, specs, self.damaged, limit=limit)
 
     def keep_reading(self) -> None:
@@ -341,6 +344,8 @@ class Store:
         `read` instead of starting one per read, and keep what it read and parsed by object id (kept.py), so a
         call reads only refs and what changed. `close` stops it."""
         if self._reader is None:
+            from gitmail.store import catfile
+
             self._reader = catfile.BatchReader(self.path)
         if self.kept is None:
             from gitmail.store.kept import Kept  # long-lived processes only: a command reads each object once
@@ -356,6 +361,8 @@ class Store:
         """What each of these refs points at, for those that exist and point at an object the mailbox has."""
         if not refs:
             return {}
+        from gitmail.store import catfile
+
         lines = catfile.cat_file(self.path, refs, self.damaged, check="%(objectname)")
         return {ref: line.decode(errors="replace") for ref, line in zip(refs, lines, strict=True) if line is not None}
 
@@ -394,6 +401,8 @@ class Store:
         """Which of these objects the mailbox does not have."""
         if not oids:
             return set()
+        from gitmail.store import catfile
+
         lines = catfile.cat_file(self.path, oids, self.damaged, check="%(objectname)")
         return {oid for oid, line in zip(oids, lines, strict=True) if line is None}
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 
 from gitmail.values import receipts
+from gitmail.values.dates import datetime
 from gitmail.values.ids import BROADCAST, ObjectId
 from gitmail.values.layout import State
 from gitmail.values.machine import Machine

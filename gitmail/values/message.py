@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
 
 from gitmail.errors import GitmailError, UsageError
 from gitmail.values import urgency as levels
 from gitmail.values.address import HANDLE, session_key
+from gitmail.values.dates import datetime
 from gitmail.values.ids import BROADCAST, ID_PATTERN
 from gitmail.values.machine import Machine
 from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, RepoName, name_problem

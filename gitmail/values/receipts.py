@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Sequence
-from datetime import datetime
 
+from gitmail.values.dates import datetime
 from gitmail.values.names import nfc
 
 TYPE_CHECKING = False

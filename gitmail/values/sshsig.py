@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import binascii
 import importlib
-from typing import Any, NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hashlib import sha256, sha512
+    from typing import Any, NamedTuple
 else:
+    from gitmail.values.tuples import NamedTuple
+
     try:  # CPython's own SHA-2: hashlib would load OpenSSL, milliseconds of every send
         from _sha256 import sha256
         from _sha512 import sha512
