@@ -15,7 +15,8 @@ from gitmail.store import integrity as check
 from gitmail.store import keys, lock, loose, migrate, moves, refs, setup
 from gitmail.store.integrity import DAMAGED_OBJECTS, DAMAGED_REFS, Inventory, Notes
 from gitmail.store.log import problem
-from gitmail.store.repository import Store, check_ownership
+from gitmail.store.ownership import check_ownership
+from gitmail.store.repository import Store
 from gitmail.store.transaction import reflog
 from gitmail.store.writer import Writer, writing
 from gitmail.values.layout import Change, Located, damaged_ref, locate

@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from gitmail.store.files import unwritable
 from gitmail.store.location import MAILBOX_ENV, OWN_DIR, default_path
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
+from gitmail.store.ownership import check_ownership, check_private
 from gitmail.values.layout import NOTE_PLACES, ROOT, Located, locate, note_lines, note_specs
 from gitmail.values.names import RepoName, first_format_ref, from_address, nfd
 
@@ -535,40 +535,6 @@ class Store:
         journal.clear()
         history.forget(self.path)  # what the dead writer brought in is found when the index is rebuilt
         stamps.bump(self.path, *transaction.touched(changes, None))
-
-
-def check_ownership(where: Path) -> None:
-    """Refuse a mailbox another user owns or others can write (as ssh refuses a key file others can write): its
-    config, refs, objects and gitmail's own files decide what gitmail runs and delivers."""
-    _check_owned(where, where.stat(), os.getuid(), where)
-
-
-def check_private(where: Path) -> None:
-    """Refuse a mailbox others can enter. gitmail insists on a private mailbox, as it makes them: a directory of
-    yours that grants nothing to group or others (0700) keeps everything inside out of anyone else's reach,
-    whatever the modes there, and one stat proves it. In a mailbox others can enter, what a neighbour could
-    rewrite (a world-writable packed-refs, ref folder, object or cache) would take a walk of the whole mailbox to
-    rule out, at every hook."""
-    mode = stat.S_IMODE(where.stat().st_mode)
-    if mode & 0o077:
-        raise MailboxError(
-            f"{where} is open to other users (mode {mode:o}); gitmail uses only a private mailbox, as it makes "
-            f"them (fix: chmod -R go-rwx {where})"
-        )
-
-
-def _check_owned(path: Path, info: os.stat_result, uid: int, where: Path) -> None:
-    if info.st_uid != uid:
-        raise MailboxError(
-            f"{path} belongs to another user (uid {info.st_uid}); gitmail uses only a mailbox you own and leaves "
-            f"theirs alone (fix: move it aside, `mv {where} {where}.uid-{info.st_uid}`, and gitmail makes one of "
-            f"your own; or set {MAILBOX_ENV} to a mailbox of your own)"
-        )
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not stat.S_ISLNK(info.st_mode):
-        raise MailboxError(
-            f"{path} can be changed by other users (mode {stat.S_IMODE(info.st_mode):o}); "
-            f"gitmail refuses such a mailbox (fix: chmod -R go-rwx {where})"
-        )
 
 
 def _author(commit: bytes | None) -> str | None:
