@@ -355,6 +355,8 @@ def test_installed_hooks_are_found_and_their_command_run(
 
 
 def test_json_lists_every_finding_with_everything_it_concerns(cli: CliRunner, box: Store, web: Path) -> None:
+    box.create()
+    git(box, "config", "gitmail.autoPack", "false")  # a packer beside `lose` could pack what it takes out
     entries = [mailbox.send(box, sender="api", to="web", subject=f"m{i}") for i in range(12)]
     for entry in entries:
         lose(box, f"refs/gitmail/web/inbox/{entry.message.id}")
