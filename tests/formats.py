@@ -99,3 +99,22 @@ def writing_as_format_2(box: Store) -> Iterator[None]:
         moves.record = original
     git(box, "config", "gitmail.version", "2")
     git(box, "config", "--unset", "gitmail.autoPack")
+
+
+@contextmanager
+def writing_as_format_3(box: Store) -> Iterator[None]:
+    """Write into the mailbox as format 3 did: a reflog for each notes ref (`core.logAllRefUpdates = true`), and the
+    moves of every other ref in the record; gitmail.version 3 once done."""
+    from gitmail.store import moves
+
+    box.create()
+    git(box, "config", "core.logAllRefUpdates", "true")
+    git(box, "config", "gitmail.autoPack", "false")
+    original = moves.recorded
+    moves.recorded = lambda changes: [c for c in original(changes) if not c.ref.startswith("refs/notes/")]
+    try:
+        yield
+    finally:
+        moves.recorded = original
+    git(box, "config", "gitmail.version", "3")
+    git(box, "config", "--unset", "gitmail.autoPack")

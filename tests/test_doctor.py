@@ -118,7 +118,7 @@ def test_every_kind_of_damage_is_one_line_and_repair_fixes_it_deleting_nothing(
     repaired = cli("doctor", "--repair", cwd=web)
     assert (repaired.code, repaired.err) == (0, ""), repaired
     receipts_before = git(box, "rev-parse", "refs/notes/gitmail-receipts").stdout.strip()
-    assert repaired.out.splitlines()[:7] == [
+    assert repaired.out.splitlines()[:6] == [
         f"gitmail doctor: {where}",
         f"repaired  removed {stale}: left behind by a git process that is gone",
         "repaired  restored gitmail's settings: gc.auto=0",
@@ -126,8 +126,7 @@ def test_every_kind_of_damage_is_one_line_and_repair_fixes_it_deleting_nothing(
         f"repaired  removed refs/gitmail/web/inbox/{twice.message.id}: {twice.message.id} is archived "
         f"(refs/gitmail/web/archive/{twice.message.id})",
         f"repaired  mended refs/notes/gitmail-receipts: {receipts_before} holds every note still whole",
-        "repaired  dropped 1 entry naming lost commits from the reflog of refs/notes/gitmail-receipts",
-    ]
+    ]  # found by the record of moves: the mailbox keeps no reflog, so none names the lost commit
     assert repaired.out.splitlines()[-1] == "No problems found."
     # Nothing of the message is deleted: its ref is kept, pointing at a record of what was lost.
     record = git(box, "log", "-1", "--format=%B", f"{DAMAGED}web/inbox/{gone.message.id}").stdout

@@ -134,7 +134,7 @@ def test_a_format_1_mailbox_whose_names_shared_directories_is_sorted_out(
     migrated = Store(box.path)
     after = {name: [e.message.id for e in mailbox.log(migrated, repo=name)] for name in before}
     assert after == before
-    assert git(box, "config", "gitmail.version").strip() == "3"
+    assert git(box, "config", "gitmail.version").strip() == "4"
     assert sorted(refs(box)) == sorted(
         [
             f"{ROOT}%57eb/inbox/{sent[0].message.id}",

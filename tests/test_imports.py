@@ -168,8 +168,7 @@ def test_a_send_to_a_repository_imports_only_what_it_runs(api: Path, web: Path, 
     }
     assert not modules & unused
     assert not {m for m in modules if m.split(".")[0] in ("typer", "click", "rich", "pygit2", "frontmatter", "yaml")}
-    # store/moves.py (the record of moves) still builds its Move with typing's NamedTuple: the one left
-    assert {m for m in modules if m.startswith("gitmail") and _imports_typing(m)} <= {"gitmail.store.moves"}
+    assert {m for m in modules if m.startswith("gitmail") and _imports_typing(m)} == set()
 
 
 def _imports_typing(module: str) -> bool:

@@ -9,7 +9,7 @@ import pytest
 
 from gitmail import mailbox
 from gitmail.errors import GitmailError, MailboxError, NotFound, UsageError
-from gitmail.store import machines
+from gitmail.store import machines, moves
 from gitmail.store.claims import load_claims
 from gitmail.store.repository import Store
 from gitmail.values.ids import BROADCAST
@@ -43,7 +43,7 @@ def test_first_write_creates_a_private_bare_files_repository(box: Store, home: P
     assert stat.S_IMODE(box.path.stat().st_mode) == 0o700
     assert stat.S_IMODE(box.path.parent.stat().st_mode) == 0o700
     assert git(box, "rev-parse", "--is-bare-repository").strip() == "true"
-    assert git(box, "config", "core.logAllRefUpdates").strip() == "true"  # the notes refs' reflogs alone
+    assert git(box, "config", "core.logAllRefUpdates").strip() == "false"  # no reflogs: the record of moves
     assert git(box, "config", "gc.auto").strip() == "0"
     assert "reftable" not in (box.path / "config").read_text()
     assert not list(box.path.parent.glob(".mail.git.new-*"))
@@ -61,12 +61,17 @@ def test_every_ref_move_is_in_the_record_of_moves(box: Store) -> None:
     mailbox.done(box, repo="web", ids=[entry.message.id])
     log = git(box, "log", "--format=%an %s%n%b", f"--grep={entry.message.id}", "refs/gitmail-moves")
     none, oid, ref = "0" * 40, entry.oid, f"refs/gitmail/web/%s/{entry.message.id}"
+    receipts = git(box, "rev-parse", "refs/notes/gitmail-receipts").strip()
+    keys = git(box, "rev-parse", "refs/notes/gitmail-keys").strip()
+    receipt = next(m for m in moves.history(box, "refs/notes/gitmail-receipts") if m.new == receipts)
     assert log == (
         f"web gitmail: web marked done {entry.message.id}\n{none} {oid} {ref % 'archive'}\n{oid} {none} {ref % 'inbox'}"
-        f"\n\napi gitmail: api sent {entry.message.id}\n{none} {oid} {ref % 'inbox'}\n\n"
+        f"\n{receipt.old or none} {receipts} refs/notes/gitmail-receipts"
+        f"\n\napi gitmail: api sent {entry.message.id}\n{none} {oid} {ref % 'inbox'}"
+        f"\n{none} {keys} refs/notes/gitmail-keys\n\n"  # the first write published this machine's key
     )
-    assert not (box.path / "logs" / "refs" / "gitmail").exists()
-    assert (box.path / "logs" / "refs" / "notes" / "gitmail-receipts").is_file()
+    assert receipt.reason == f"gitmail: web marked done {entry.message.id}"
+    assert not (box.path / "logs").exists() or not any((box.path / "logs").rglob("*"))  # no reflog at all
 
 
 @pytest.mark.parametrize(
@@ -112,7 +117,7 @@ def test_an_empty_directory_becomes_the_mailbox(tmp_path: Path) -> None:
     path.mkdir()
     entry = mailbox.send(Store(path), sender="api", to="web", subject="hi")
     assert ids(mailbox.pending(Store(path), repo="web").directed) == [entry.message.id]
-    assert "logallrefupdates = true" in (path / "config").read_text().lower()
+    assert "logallrefupdates = false" in (path / "config").read_text().lower()
 
 
 def test_a_projects_own_git_directory_is_refused_and_left_alone(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from gitmail.values.layout import ROOT, Change
 from gitmail.values.mail import status
 from gitmail.values.names import RepoName
 from tests.conftest import at
-from tests.formats import as_format_1, git, refs, send_as_format_1, writing_as_format_2
+from tests.formats import as_format_1, git, refs, send_as_format_1, writing_as_format_2, writing_as_format_3
 from tests.reading import inbox as read_inbox
 
 NFD = unicodedata.normalize("NFD", "données")
@@ -232,8 +232,7 @@ def test_a_format_2_mailbox_brings_its_reflogs_into_the_record_and_its_log_is_un
     after = mailbox.log(open_mailbox(box.path), limit=None)
     assert version(box) == str(migrate.VERSION)
     assert list(after) == list(before) and [(e.message.id, status(e)) for e in after] == statuses
-    assert not (box.path / "logs" / "refs" / "gitmail").exists()
-    assert (box.path / "logs" / "refs" / "notes" / "gitmail-receipts").is_file()  # the notes refs keep theirs
+    assert not [p for p in (box.path / "logs").rglob("*") if p.is_file()]  # no reflog is left, nor made again
     recorded = {(m.ref, m.time, m.who, m.reason) for m in moves.history(box)}
     for ref, text in logged.items():
         for line in text.splitlines():
@@ -250,3 +249,28 @@ def test_a_format_2_mailbox_brings_its_reflogs_into_the_record_and_its_log_is_un
     )
     assert not (box.path / "logs" / "refs" / "gitmail").exists()
     assert subprocess.run(["git", "--git-dir", str(box.path), "fsck"], capture_output=True).returncode == 0
+
+
+def test_a_format_3_mailbox_brings_the_notes_refs_reflogs_into_the_record_and_keeps_none(box: Store) -> None:
+    with writing_as_format_3(box):
+        first = mailbox.send(box, sender="api", to="web", subject="first", when=at(0))
+        read_inbox(box, repo="web")  # delivered: receipts, in the notes ref's reflog alone
+        mailbox.done(box, repo="web", ids=[first.message.id])
+    notes = "refs/notes/gitmail-receipts"
+    logged = git(box, "reflog", "show", "--date=unix", "--format=%gd%x09%gn%x09%gs%x09%H", notes).splitlines()
+    assert version(box) == "3" and len(logged) >= 2 and not moves.history(box, notes)
+    before = mailbox.log(Store(box.path), limit=None)
+
+    after = mailbox.log(open_mailbox(box.path), limit=None)
+    assert version(box) == str(migrate.VERSION) and list(after) == list(before)
+    assert not [p for p in (box.path / "logs").rglob("*") if p.is_file()]
+    recorded = {(m.time, m.who, m.reason, m.new) for m in moves.history(box, notes)}
+    for line in logged:
+        selector, who, reason, new = line.split("\t")
+        assert (int(selector.rpartition("@{")[2].rstrip("}")), who, reason, new) in recorded, line
+    assert moves.given(box, notes)[-1] == git(box, "rev-parse", notes).strip()  # what a repair goes back to
+    second = mailbox.send(open_mailbox(box.path), sender="api", to="web", subject="second", when=at(9))
+    read_inbox(box, repo="web")
+    mailbox.done(box, repo="web", ids=[second.message.id])
+    assert moves.given(box, notes)[-1] == git(box, "rev-parse", notes).strip()
+    assert not [p for p in (box.path / "logs").rglob("*") if p.is_file()]

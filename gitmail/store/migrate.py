@@ -15,8 +15,9 @@ in case cannot be renamed in one transaction there (both names lock the same fil
 other spelling's directory still exists (the file would land in it): it waits under refs/gitmail/_migrating/
 until everything else has moved, then takes its place.
 
-Format 3 keeps the moves of every ref but the notes refs in one record (moves.py) instead of a reflog per ref:
-migrating to it brings the old reflogs into that record (reflogs.py) and starts a packer.
+Format 3 keeps the moves of every ref but the notes refs in one record (moves.py) instead of a reflog per ref, and
+format 4 the notes refs' moves there too, with no reflog at all: migrating to either brings the old reflogs into
+that record (reflogs.py) and starts a packer.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def run(store: Store) -> bool:
     with writing(store, actor=RepoName("gitmail"), deadline=Deadline(LOCK_WAIT)) as writer:
         if version(store) >= VERSION:
             return True  # another process finished it meanwhile
-        if version(store) >= RENAMED:  # format 2: only the reflogs to bring into the record of moves
+        if version(store) >= RENAMED:  # formats 2 and 3: only the reflogs to bring into the record of moves
             _record_moves(writer)
             return True
         budget = Deadline(BUDGET)
@@ -110,11 +111,11 @@ def run(store: Store) -> bool:
 
 
 def _record_moves(writer: Writer) -> None:
-    """Format 3: every reflog but the notes refs' in the record of moves (reflogs.py), then reflogs for the notes refs
-    alone; then the mailbox packed, beside whoever writes next."""
+    """Formats 3 and 4: every reflog in the record of moves (reflogs.py), and no reflog from then on; then the
+    mailbox packed, beside whoever writes next."""
     from gitmail.store import moves, packing, reflogs
 
-    setup.configure(writer.store.path, {"core.logAllRefUpdates": "true"})  # no new reflog from here on
+    setup.configure(writer.store.path, {"core.logAllRefUpdates": "false"})  # no new reflog from here on
     recorded = reflogs.into_moves(writer.store, writer.lock_fd)
     setup.configure(writer.store.path, {VERSION_KEY: str(VERSION)})
     if recorded:

@@ -1,7 +1,7 @@
 """The record of moves: one append-only chain of commits on `refs/gitmail-moves`, one commit per write that moved
-refs other than the notes refs, saying what moved, when, by whom and why. It is what the reflog of every message
-ref used to be (a reflog file per ref, 4 KB of disk each, never expired), in a form whose size follows the moves:
-a commit of a few hundred bytes that packs with the rest.
+refs, saying what moved, when, by whom and why. It is what the reflogs used to be (a reflog file per ref, 4 KB of
+disk each, never expired; then the notes refs' alone, a line of some 150 bytes per write), in a form whose size
+follows the moves: a commit of a few hundred bytes that packs with the rest, a line more for each ref a write moved.
 
 The commit of a write moves in the same `git update-ref` transaction as the refs it records (writer.py), so the
 record and the move land together or not at all. Its tree is the empty tree; its message is the write's reason,
@@ -11,32 +11,36 @@ and committer are who made the write, at the time it was made. Plain git reads i
     git log refs/gitmail-moves --format='%ci %an %s'            # every write, newest first
     git log refs/gitmail-moves --grep=7kq2m9x4ab --format=%B     # every move of one message
 
-The commit is not signed (it says nothing another machine needs to believe, and sync never sends it). The notes
-refs keep their reflogs (`core.logAllRefUpdates = true` logs refs/notes/ and nothing under refs/gitmail/).
+The commit is not signed (it says nothing another machine needs to believe, and sync never sends it). No ref keeps
+a reflog (`core.logAllRefUpdates = false`): a notes ref's moves are here too, so a notes commit a prune took can be
+stepped over to the one before it (writer.py, repair.py), and its history stays its own chain of commits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, NamedTuple
 
+from gitmail.values.dates import UTC, datetime
 from gitmail.values.layout import Change
 from gitmail.values.names import RepoName
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NamedTuple
+
     from gitmail.store.objects import Objects
     from gitmail.store.repository import Store
+else:
+    from gitmail.values.tuples import NamedTuple  # a send writes the record: no typing on its path
 
 MOVES_REF = "refs/gitmail-moves"
-NOTES = "refs/notes/"  # refs that keep a reflog of their own
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 NONE = "0" * 40
 
 
 def recorded(changes: Sequence[Change]) -> list[Change]:
-    """The changes the record keeps (not the notes refs', which have reflogs; not its own)."""
-    return [c for c in changes if c.ref != MOVES_REF and not c.ref.startswith(NOTES)]
+    """The changes the record keeps: every one but its own."""
+    return [c for c in changes if c.ref != MOVES_REF]
 
 
 def record(objects: Objects, changes: Sequence[Change], reason: str, actor: RepoName) -> list[Change]:
@@ -88,3 +92,11 @@ def history(store: Store, ref: str | None = None) -> list[Move]:
                 found.append(Move(int(when), who, subject, name, None if old == NONE else old,
                                   None if new == NONE else new))  # fmt: skip
     return sorted(found, key=lambda move: move.time)  # as the moves were made (an imported reflog sits on top)
+
+
+def given(store: Store, ref: str) -> list[str]:
+    """The commits `ref` was given, oldest first: by its reflog where it still has one (a mailbox not yet migrated),
+    or else by the record."""
+    from gitmail.store.transaction import reflog
+
+    return [new for _, new in reflog(store.path, ref)] or [m.new for m in history(store, ref) if m.new]

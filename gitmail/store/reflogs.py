@@ -1,10 +1,12 @@
-"""Bringing the reflogs of a format-2 mailbox into the record of moves (moves.py), once, under the write lock.
+"""Bringing the reflogs of a format-2 or format-3 mailbox into the record of moves (moves.py), once, under the
+write lock.
 
 Format 2 kept a reflog file for every ref (`core.logAllRefUpdates = always`): at 4 KB of disk each, most of a
-mailbox's size. Format 3 keeps reflogs for the notes refs alone, and the moves of every other ref in
-`refs/gitmail-moves`. Migration reads every other reflog, joins the entries one write made (the same time, the same
-who, the same reason) into one record, writes the records oldest first on top of the record's tip with `git
-fast-import` (into a pack: one process, whatever the number), and only then removes those reflogs. An entry the
+mailbox's size. Format 3 kept reflogs for the notes refs alone (a line of some 150 bytes a write), and the moves of
+every other ref in `refs/gitmail-moves`; format 4 keeps no reflog. Migration reads every reflog, joins the entries
+one write made (the same time, the same who, the same reason) into one record, writes the records oldest first on
+top of the record's tip with `git fast-import` (into a pack: one process, whatever the number), and only then
+removes those reflogs. An entry the
 record holds already (a write made by this version before the migration could run) is not recorded twice.
 """
 
@@ -30,12 +32,9 @@ class Entry(NamedTuple):
 
 
 def old_logs(mailbox: Path) -> list[Path]:
-    """Every reflog file the record takes over (all but the notes refs')."""
-    top = mailbox / "logs" / "refs"
+    """Every reflog file the record takes over (the reflogs of refs/)."""
     found = []
-    for folder, _, files in os.walk(top):
-        if Path(folder) == top / "notes" or Path(folder).is_relative_to(top / "notes"):
-            continue
+    for folder, _, files in os.walk(mailbox / "logs" / "refs"):
         found += [Path(folder) / name for name in files if not name.endswith(".lock")]
     return sorted(found)
 

@@ -17,7 +17,6 @@ from gitmail.store.integrity import DAMAGED_OBJECTS, DAMAGED_REFS, Inventory, No
 from gitmail.store.log import problem
 from gitmail.store.ownership import check_ownership
 from gitmail.store.repository import Store
-from gitmail.store.transaction import reflog
 from gitmail.store.writer import Writer, writing
 from gitmail.values.layout import Change, Located, damaged_ref, locate
 from gitmail.values.names import RepoName
@@ -157,7 +156,7 @@ def _where(place: Located) -> str:
 def mend_notes(store: Store, writer: Writer, notes: Notes) -> Change:
     """Put a notes ref a prune damaged back on its feet: the newest of its commits that is still whole becomes its
     tip again; what later notes are still here is added on top, leaving out the notes that are gone."""
-    candidates = [c for c in [notes.tip, *(new for _, new in reversed(reflog(store.path, notes.ref)))] if c]
+    candidates = [c for c in [notes.tip, *reversed(moves.given(store, notes.ref))] if c]
     known = [c for c in [check.checked(store).get(notes.ref)] if c and not store.missing([c])]
     whole = next(
         (c for c in dict.fromkeys(candidates) if check.reach(store, [c], [k for k in known if k != c])[0]), None
@@ -205,7 +204,7 @@ def _mend_refs(store: Store, writer: Writer) -> list[Mended]:
     for ref in dict.fromkeys(lost):
         if refs.resolve(store.path, [ref]):
             continue  # a packed value it overrode, or a loose file a packed line was stale beside
-        given = [new for _, new in reflog(store.path, ref)] or [m.new for m in moves.history(store, ref) if m.new]
+        given = moves.given(store, ref)
         before = next((new for new in reversed(given) if store.whole(new)), None)
         if before is not None:
             changes.append(Change(ref, before, None))

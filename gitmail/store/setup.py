@@ -13,14 +13,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAILBOX_CONFIG = {
-    "core.logAllRefUpdates": "true",  # reflogs for the notes refs; a message's moves are in refs/gitmail-moves
+    "core.logAllRefUpdates": "false",  # no reflogs: every ref's moves are in refs/gitmail-moves
     "gc.auto": "0",  # gitmail packs itself (packing.py); no git command may do it behind its back
-    "gc.reflogExpire": "never",  # the notes refs' reflogs: what a repair goes back to
+    "gc.reflogExpire": "never",  # the reflogs of a mailbox not yet migrated: what a repair goes back to
     "gc.reflogExpireUnreachable": "never",
     "notes.gitmail-seen.mergeStrategy": "cat_sort_uniq",  # seen-sets merge as a union on sync
     # 2: names in NFC, refs spelled so that case-insensitive file systems keep them apart; 3: the record of moves
-    # in refs/gitmail-moves instead of a reflog per message ref
-    "gitmail.version": "3",
+    # in refs/gitmail-moves instead of a reflog per message ref; 4: the notes refs' moves there too, no reflog at all
+    "gitmail.version": "4",
 }
 
 

@@ -14,7 +14,6 @@ from gitmail.store.lock import Deadline
 from gitmail.store.log import problem, tell
 from gitmail.store.objects import Objects
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store
-from gitmail.store.transaction import reflog
 from gitmail.values.dates import UTC, datetime
 from gitmail.values.ids import ObjectId
 from gitmail.values.layout import Change, damaged_ref, email, locate
@@ -225,13 +224,13 @@ class Writer:
 
     def notes_tip(self, notes_ref: str) -> str | None:
         """The commit the next notes commit on `notes_ref` builds on: its tip, or, when a `git gc --prune=now`
-        took the tip or part of it while it was being written, the newest commit the ref's reflog names that the
-        mailbox still has whole enough to read. Only what those writes added is lost, and notes go on being
+        took the tip or part of it while it was being written, the newest commit the ref was given (moves.given)
+        that the mailbox still has whole enough to read. Only what those writes added is lost, and notes go on being
         written (`gitmail doctor --repair` mends the ref's history)."""
         tip = self.target(notes_ref)
         if tip is None or self._readable_notes(tip):
             return tip
-        older = (new for _, new in reversed(reflog(self.store.path, notes_ref)) if new != tip)
+        older = (new for new in reversed(moves.given(self.store, notes_ref)) if new != tip)
         kept = next((new for new in older if self._readable_notes(new)), None)
         if (notes_ref, kept) not in self._told:
             self._told.add((notes_ref, kept))
