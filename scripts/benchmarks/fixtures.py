@@ -209,6 +209,28 @@ def verify_mailbox(mailbox: Path, size: int) -> None:
             raise BenchError(f"the imported message {ref} does not read back as archived mail: {entry}")
 
 
+def copy_mailbox(source: Path, target: Path) -> None:
+    """A copy of a mailbox, taken while no packer (store/packing.py) rewrites it: one that runs is waited for, and a
+    copy a packer started on meanwhile is taken again."""
+    import fcntl
+
+    from gitmail.store.packing import LOCK
+
+    for attempt in range(5):
+        fd = os.open(source / "gitmail" / LOCK, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a packer holds it while it runs; writers start none while it is held
+            try:
+                shutil.copytree(source, target, symlinks=True)
+                return
+            except shutil.Error:
+                if attempt == 4:
+                    raise
+                shutil.rmtree(target, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
 def build_mailboxes(box: Sandbox, sizes: Sequence[int]) -> dict[int, float]:
     """One mailbox per size, each grown from a copy of the one before; the seconds each took."""
     from gitmail.store.repository import Store
@@ -221,7 +243,7 @@ def build_mailboxes(box: Sandbox, sizes: Sequence[int]) -> dict[int, float]:
         if previous is None:
             Store(mailbox).create()
         else:
-            shutil.copytree(previous, mailbox, symlinks=True)
+            copy_mailbox(previous, mailbox)
         grow_archive(mailbox, size)
         reset_pending(mailbox)
         verify_mailbox(mailbox, size)
@@ -238,7 +260,7 @@ def archive_of(box: Sandbox, size: int) -> tuple[dict[str, str], Any]:
     from gitmail.store.repository import Store
 
     mailbox = box.root / f"mail-moments-{size}.git"
-    shutil.copytree(box.mailbox(0), mailbox, symlinks=True)
+    copy_mailbox(box.mailbox(0), mailbox)
     grow_archive(mailbox, size)
     verify_mailbox(mailbox, size)
     return {**box.env(0), "GITMAIL_DIR": str(mailbox)}, Store(mailbox)
@@ -252,7 +274,7 @@ def syncing_by_itself(box: Sandbox) -> dict[str, str]:
     from gitmail.sync import remotes
 
     copy, remote = box.root / "mail-auto.git", box.root / "remote-auto.git"
-    shutil.copytree(box.mailbox(0), copy, symlinks=True)
+    copy_mailbox(box.mailbox(0), copy)
     run(["git", "init", "-q", "--bare", str(remote)])
     store = Store(copy)
     remotes.add_remote(store, name="origin", url=str(remote), auto=True, interval=3600)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import time
 from typing import IO, Any
 
 from . import fixtures
-from .fixtures import PENDING, RECIPIENT, SENDER, Sandbox, gitmail_command, pending_refs, remove_sent
+from .fixtures import PENDING, RECIPIENT, SENDER, Sandbox, copy_mailbox, gitmail_command, pending_refs, remove_sent
 from .runner import WARMUPS, BenchError, Row, Settings, rotated, summarise, times
 
 SIDE = (
@@ -154,7 +153,7 @@ def many_pending(box: Sandbox) -> dict[str, str]:
     """A copy of the mailbox of 0 archived messages with 980 more messages pending for `web` (1,000 in all), and the
     environment that uses it."""
     mailbox = box.root / "mail-mcp-many.git"
-    shutil.copytree(box.mailbox(0), mailbox, symlinks=True)
+    copy_mailbox(box.mailbox(0), mailbox)
     taken = {ref.rsplit("/", 1)[1] for ref in fixtures.refs_under(mailbox, "refs/gitmail/")}
     ids = fixtures.fresh_ids(MANY - PENDING, taken, random.Random(MANY))
     importer = subprocess.Popen(

@@ -7,7 +7,6 @@ fetch advertises every ref)."""
 
 from __future__ import annotations
 
-import shutil
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from .fixtures import (
     SYNC_BATCH,
     Sandbox,
     check_sync_quiet,
+    copy_mailbox,
     git,
     gitmail_command,
     inbox_prefix,
@@ -99,11 +99,11 @@ def make_pair(box: Sandbox, size: int, url: str, remote: Path, where: Path) -> t
     pair = SyncPair(size, where, url, remote)
     where.mkdir(parents=True)
     run(["git", "init", "-q", "--bare", str(remote)])
-    shutil.copytree(box.mailbox(size), pair.first, symlinks=True)
+    copy_mailbox(box.mailbox(size), pair.first)
     git(pair.first, "config", "gitmail.machine", "first")
     timed([*gitmail_command(), "remote", "add", "origin", url], cwd=box.root, env=machine_env(box, pair.first))
     seconds, _ = gitmail_sync(box, pair.first)
-    shutil.copytree(pair.first, pair.second, symlinks=True)  # the same mail and tracking refs; its own machine id
+    copy_mailbox(pair.first, pair.second)  # the same mail and tracking refs; its own machine id
     (pair.second / "gitmail" / "machine-id").unlink()
     git(pair.second, "config", "gitmail.machine", "second")
     gitmail_sync(box, pair.second)
