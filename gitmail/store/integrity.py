@@ -189,7 +189,7 @@ def record_of(store: Store, tip: str, gone: bool) -> Record | None:
     an earlier look found whole (see `checked`), so a long record costs a walk of what is new; only a hole costs
     the walk that finds where it is."""
     found = checked(store)
-    known = [c for c in [found.get(MOVES_REF)] if c and c != tip]
+    known = [c for c in [found.get(MOVES_REF)] if c]  # the tip itself when nothing moved since: nothing to walk
     if not gone and (reach(store, [tip], known)[0] or (known and reach(store, [tip])[0])):
         if found.get(MOVES_REF) != tip and store.writable():
             record_checked(store, {**found, MOVES_REF: tip})
