@@ -94,6 +94,9 @@ REPAIRED: dict[str, Callable[[Mended], str]] = {
     mending.RECORD_GIVEN: lambda m: f"gave {m.subject} a record of what was lost ({m.other})",
     mending.NOTES_MENDED: lambda m: f"mended {m.subject}: {m.other} holds every note still whole",
     mending.NOTES_REMOVED: lambda m: f"removed {m.subject}: no commit of it is left whole",
+    mending.RECORD_MENDED: lambda m: (
+        f"mended the record of moves ({m.subject}): {count(m.number, 'commit')} still whole kept, now under {m.other}"
+    ),
     mending.REFLOG_DROPPED: lambda m: (
         f"dropped {m.number} {entries(m.number)} naming lost commits from the reflog of {m.subject}"
     ),

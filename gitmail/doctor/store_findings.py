@@ -14,7 +14,8 @@ from gitmail.doctor.findings import Finding, Level, Rule, always, each, holds, i
 from gitmail.errors import MailboxError
 from gitmail.render.words import count
 from gitmail.store import integrity, loose
-from gitmail.store.integrity import DAMAGED_OBJECTS, DAMAGED_REFS, Inventory, JournalState, Notes
+from gitmail.store.integrity import DAMAGED_OBJECTS, DAMAGED_REFS, Inventory, JournalState, Notes, Record
+from gitmail.store.moves import MOVES_REF
 from gitmail.store.repository import Store
 from gitmail.values.layout import DAMAGED, OVERSIZED, Located, is_message_ref
 
@@ -336,6 +337,34 @@ NOTES: list[Rule[Notes]] = [
     ),
 ]
 
+PRUNED = "(a `git gc --prune=now` ran while it was being written)"
+
+RECORD: list[Rule[Record]] = [
+    Rule(
+        "moves",
+        Level.PROBLEM,
+        lambda r: not r.kept,
+        lambda r: (
+            f"the record of moves ({MOVES_REF}) points at {r.tip}, which the mailbox no longer has {PRUNED}; "
+            "`gitmail log` finds no moves in it, and `git fsck` fails on it"
+        ),
+        f"{REPAIR} starts it anew, with a commit that notes the loss",
+        lambda r: [MOVES_REF],
+    ),
+    Rule(
+        "moves",
+        Level.PROBLEM,
+        lambda r: r.kept,
+        lambda r: (
+            f"the record of moves ({MOVES_REF}) lacks commit {r.lost} {PRUNED}: "
+            f"{count(len(r.kept), 'newer commit')} {is_(len(r.kept))} whole, the older record is lost to git, "
+            "and `git fsck` fails on it"
+        ),
+        f"{REPAIR} rebuilds the newer part and notes the loss",
+        lambda r: [MOVES_REF],
+    ),
+]
+
 SET_ASIDE: list[Rule[Refs]] = [
     Rule(
         "messages",
@@ -393,6 +422,7 @@ def inventory(store: Store) -> tuple[list[Finding], Inventory]:
     facts = Refs(store, found)
     findings = judged(MESSAGES, facts) + each(NOTES, found.notes) + judged(SET_ASIDE, facts)
     findings += each(OTHER_LOST, [(facts, ref, oid) for ref, oid in found.lost_other])
+    findings += each(RECORD, [found.record] if found.record else [])
     return findings + judged(STORED, facts), found
 
 

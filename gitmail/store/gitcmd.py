@@ -214,6 +214,19 @@ def run(
     return done.stdout
 
 
+def attempt(git_dir: str | PathLike[str], *args: str) -> tuple[int, bytes]:
+    """Run one git command on the mailbox; its exit code and whatever it wrote out before it stopped (a walk that
+    dies on a missing commit has printed the commits above it)."""
+    where = str(git_dir)
+    try:
+        done = spawn(["git", "-C", where, "--git-dir", where, *SAFE_CONFIG, *args], environment(None))
+    except FileNotFoundError:
+        raise MailboxError(GIT_MISSING) from None
+    except OSError as error:
+        raise MailboxError(f"could not run git: {error.strerror or error}") from None
+    return done.returncode, done.stdout
+
+
 def run_into(git_dir: str | PathLike[str], out_fd: int, *args: str) -> None:
     """Run one git command on the mailbox with its standard output going straight into an open file (an attachment
     written out, never held in memory); GitFailed when it fails."""

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from gitmail.errors import MailboxError
 from gitmail.store import gitcmd, lock, refs
 from gitmail.store.files import write_atomically
+from gitmail.store.moves import MOVES_REF, intact
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store
 from gitmail.store.transaction import reflog
 from gitmail.values.layout import DAMAGED, OVERSIZED, Change, Located, State, latest, locate
@@ -44,6 +45,14 @@ class Notes(NamedTuple):
         return self.gone or not self.whole or bool(self.stale)
 
 
+class Record(NamedTuple):
+    """The record of moves (moves.py) when a prune took one of its commits: where its chain breaks."""
+
+    tip: str
+    kept: list[str]  # its commits from the tip down to the last one still here, newest first ([]: the tip is gone)
+    lost: str  # the first commit below those that the mailbox does not have
+
+
 class Inventory(NamedTuple):
     messages: list[Located]  # every message ref
     lost: list[Located]  # refs whose commit is gone
@@ -53,6 +62,7 @@ class Inventory(NamedTuple):
     set_aside: list[str]  # refs under refs/gitmail/_damaged/
     set_aside_lost: list[tuple[str, str]]  # of those, the ones whose commit is not here whole: (ref, commit)
     lost_other: list[tuple[str, str]]  # other refs pointing at a missing object
+    record: Record | None = None  # the record of moves, when its chain is broken
 
     def readable(self) -> list[Located]:
         """Each message that can be read, in the state that counts."""
@@ -67,6 +77,7 @@ class Inventory(NamedTuple):
             or self.set_aside_lost
             or self.lost_other
             or any(n.damaged for n in self.notes)
+            or self.record is not None
         )
 
 
@@ -99,6 +110,7 @@ def inventory(store: Store) -> Inventory:
         except BadDocument:
             unreadable.append(place)
     notes = [notes_of(store, ref, oid, oid in absent) for ref, oid in others if ref.startswith(NOTES)]
+    record = next((record_of(store, oid, oid in absent) for ref, oid in others if ref == MOVES_REF), None)
     present = [(r, o) for r, o in set_aside if o not in absent]
     unwhole = [] if reach(store, [o for _, o in present])[0] else [(r, o) for r, o in present if not store.whole(o)]
     return Inventory(
@@ -109,7 +121,8 @@ def inventory(store: Store) -> Inventory:
         notes,
         [ref for ref, _ in set_aside],
         [(r, o) for r, o in set_aside if o in absent] + unwhole,
-        [(r, o) for r, o in others if o in absent and not r.startswith(NOTES)],
+        [(r, o) for r, o in others if o in absent and not r.startswith(NOTES) and r != MOVES_REF],
+        record,
     )
 
 
@@ -169,6 +182,23 @@ def notes_of(store: Store, ref: str, tip: str, gone: bool) -> Notes:
         bad = absent | {h for h in others if not reach(store, [h], [tip] if whole else [])[0]}
     stale = [len(news) - 1 - i for i, new in enumerate(news) if new in bad]
     return Notes(ref, tip, gone, not gone and tip not in bad and whole, stale)
+
+
+def record_of(store: Store, tip: str, gone: bool) -> Record | None:
+    """Where the record of moves breaks, or None when it is whole. One `git rev-list` down from the newest commit
+    an earlier look found whole (see `checked`), so a long record costs a walk of what is new; only a hole costs
+    the walk that finds where it is."""
+    found = checked(store)
+    known = [c for c in [found.get(MOVES_REF)] if c]  # the tip itself when nothing moved since: nothing to walk
+    if not gone and (reach(store, [tip], known)[0] or (known and reach(store, [tip])[0])):
+        if found.get(MOVES_REF) != tip and store.writable():
+            record_checked(store, {**found, MOVES_REF: tip})
+        return None
+    kept = [] if gone else intact(store, tip)
+    if not kept:
+        return Record(tip, [], tip)
+    head = (store.read([kept[-1]])[0] or b"").partition(b"\n\n")[0].decode(errors="replace").splitlines()
+    return Record(tip, kept, next((line[7:] for line in head if line.startswith("parent ")), ""))
 
 
 def reach(store: Store, commits: Sequence[str], known: Sequence[str] = ()) -> tuple[bool, set[str]]:

@@ -76,10 +76,14 @@ def history(store: Store, ref: str | None = None) -> list[Move]:
     """Every move the record holds (of `ref` alone, when given), oldest first; [] when there is no record."""
     if not store.exists() or MOVES_REF not in store.targets([MOVES_REF]):
         return []
+    from gitmail.store import gitcmd
+
     grep = ["--fixed-strings", f"--grep= {ref}"] if ref else []
-    out = store.git("log", "--reverse", "--format=%ct%x00%an%x00%B%x01", *grep, MOVES_REF)
+    # Newest first, and whatever git printed before it stopped: where a prune took one of the record's commits
+    # (see `intact`), the moves above the hole are still read.
+    _, out = gitcmd.attempt(store.path, "log", "--format=%ct%x00%an%x00%B%x01", *grep, MOVES_REF)
     found = []
-    for entry in out.decode("utf-8", "replace").split("\x01"):
+    for entry in reversed(out.decode("utf-8", "replace").split("\x01")):
         when, _, rest = entry.strip("\n").partition("\0")
         who, _, body = rest.partition("\0")
         if not when.isdigit():
@@ -100,3 +104,46 @@ def given(store: Store, ref: str) -> list[str]:
     from gitmail.store.transaction import reflog
 
     return [new for _, new in reflog(store.path, ref)] or [m.new for m in history(store, ref) if m.new]
+
+
+# -- a record a prune broke ---------------------------------------------------------------------------------------
+
+LOST = "gitmail: the older record of moves was lost to a prune"
+
+
+def intact(store: Store, tip: str) -> list[str]:
+    """The record's commits from `tip` down to the last one that can still be read, newest first (a walk that
+    stops where a `git gc --prune=now` took a commit written just before the ref named it)."""
+    from gitmail.store import gitcmd
+
+    _, out = gitcmd.attempt(store.path, "log", "--format=%H %P", tip)  # dies on the commit whose parent is gone
+    lines = [line.split() for line in out.decode(errors="replace").splitlines() if line]
+    kept = [line[0] for line in lines]
+    below = lines[-1][1:2] if lines else [tip]  # the one git stopped on, when it is still here
+    return kept + [c for c in below if not store.missing([c])]
+
+
+def rebuilt(store: Store, kept: Sequence[str], actor: RepoName) -> str:
+    """A new record of moves: the commits `kept` (newest first) as they were (tree, message, author, committer),
+    the oldest now without a parent, and one commit on top saying the older record was lost. Written as one pack
+    by `git fast-import` (a record may hold a great many commits); no ref moves. Its tip."""
+    from gitmail.store import gitcmd
+    from gitmail.store.objects import ident
+
+    stamp = ident(actor, datetime.now(UTC))
+    texts = store.read(list(kept))
+    stream = []
+    for mark, text in enumerate(reversed(texts), 1):
+        head, _, message = (text or b"").partition(b"\n\n")
+        fields = dict(line.split(b" ", 1) for line in head.splitlines() if b" " in line)
+        stream.append(b"commit %s\nmark :%d\n" % (MOVES_REF.encode() + b"-rebuilt", mark))
+        stream.append(b"author %s\ncommitter %s\n" % (fields[b"author"], fields[b"committer"]))
+        stream.append(b"data %d\n%s\n" % (len(message), message) + (b"from :%d\n" % (mark - 1) if mark > 1 else b""))
+    note = f"{LOST} ({len(kept)} moves kept)\n".encode()
+    top = len(kept) + 1
+    stream.append(b"commit %s-rebuilt\nmark :%d\n" % (MOVES_REF.encode(), top))
+    stream.append(b"author %s\ncommitter %s\n" % (stamp.encode(), stamp.encode()))
+    stream.append(b"data %d\n%s\n" % (len(note), note) + (b"from :%d\n" % (top - 1) if kept else b""))
+    stream.append(b"reset %s-rebuilt\n\nget-mark :%d\n" % (MOVES_REF.encode(), top))  # the reset: no ref is written
+    out = gitcmd.run(store.path, "fast-import", "--quiet", "--date-format=raw", stdin=b"".join(stream))
+    return out.decode().split()[-1]

@@ -39,6 +39,7 @@ LEFTOVER_SET_ASIDE = "leftover set aside"  # as LEFTOVER_REMOVED
 RECORD_GIVEN = "record given"  # subject: a ref set aside earlier; other: the lost commit
 NOTES_MENDED = "notes mended"  # subject: the notes ref; other: its new tip
 NOTES_REMOVED = "notes removed"  # subject: the notes ref
+RECORD_MENDED = "record of moves mended"  # subject: its ref; other: its new tip; number: the commits kept
 REFLOG_DROPPED = "reflog entries dropped"  # subject: the notes ref; number: how many
 KEY_REPLACED = "key replaced"  # subject: the key file; other: where the damaged one went; items: (fingerprint,)
 
@@ -94,6 +95,7 @@ def repair(store: Store) -> list[Mended]:
         moved = _move_damaged_objects(store)
         if moved:
             done.append(Mended(OBJECTS_MOVED, str(store.own_dir / DAMAGED_OBJECTS), items=tuple(moved)))
+        done += _mend_record(store, writer)
         done += _set_aside(store, writer, check.inventory(store))
         if any(done_.kind == KEY_REPLACED for done_ in done):
             writer.signing_key()  # the new key, published by this write
@@ -168,6 +170,18 @@ def mend_notes(store: Store, writer: Writer, notes: Notes) -> Change:
     text = f"gitmail: {notes.ref} mended after a prune took part of it ({dropped} notes were lost)\n"
     mended = writer.objects.commit_tree(tree, [whole] if whole else [], text, who=ACTOR)
     return Change(notes.ref, mended, notes.tip)
+
+
+def _mend_record(store: Store, writer: Writer) -> list[Mended]:
+    """Rebuild the record of moves a prune broke: the part of it still whole, on a new root, under a commit that
+    says the older record was lost (moves.rebuilt); the ref moves alone, so the write records nothing of itself."""
+    tip = writer.target(moves.MOVES_REF)
+    record = check.record_of(store, tip, bool(store.missing([tip]))) if tip else None
+    if record is None:
+        return []
+    new = moves.rebuilt(store, record.kept, ACTOR)
+    writer.apply([Change(moves.MOVES_REF, new, record.tip)], "gitmail: doctor mended the record of moves")
+    return [Mended(RECORD_MENDED, moves.MOVES_REF, new, number=len(record.kept))]
 
 
 def _mend_refs(store: Store, writer: Writer) -> list[Mended]:
