@@ -147,11 +147,13 @@ def test_a_format_1_mailbox_whose_names_shared_directories_is_sorted_out(
     )
     for directory in os.listdir(box.path / "refs" / "gitmail"):  # a new ref must not land in another's spelling
         assert directory.startswith("_") or RepoName.from_ref(directory).ref == directory
-    moved = moves.history(box, f"{ROOT}web/archive/{sent[1].message.id}")
-    assert sorted(m.reason for m in moved if "format" in m.reason) == [
-        "gitmail: renamed for mailbox format 2",
+    # Every move of web's archived message is in the record: its writing by format 1 and its renaming. A reflog
+    # brought in names its ref as the file system spells the reflog's folder (Web or web, whichever came first).
+    archived = f"{ROOT}web/archive/{sent[1].message.id}".lower()
+    moved = [m for m in moves.history(box) if m.ref.lower() == archived]
+    assert {m.reason for m in moved if "format" in m.reason} == {
         "gitmail: renamed for mailbox format 2",
         "gitmail: written by format 1",
-    ]
+    }
     fsck = subprocess.run(["git", "--git-dir", str(box.path), "fsck"], capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stderr
