@@ -105,9 +105,11 @@ def loaded(
     stdin: str = "",
     env: Mapping[str, str] | None = None,
     missing: Iterable[str] = (),
+    detached: bool = False,
 ) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """Run `gitmail ARGS` in an interpreter of its own, as the console script does (with the packages `missing`
-    unimportable, as if not installed): how it ended, and every module it had loaded by then."""
+    unimportable, as if not installed): how it ended, and every module it had loaded by then. With `detached`, also
+    wait for what it left running after its answer (a fork of it, as a sync's settling child) to end."""
     handle, name = tempfile.mkstemp(suffix=".json")
     os.close(handle)
     out = Path(name)
@@ -129,6 +131,25 @@ def loaded(
             timeout=60,
             env=None if env is None else {**os.environ, **env},
         )
+        if detached:
+            _forks_ended(name)
         return done, set(json.loads(out.read_text() or "[]"))
     finally:
         out.unlink()
+
+
+def _forks_ended(marker: str, timeout: float = 60.0) -> None:
+    """Wait until no process but this one has `marker` in its command line (a fork keeps its parent's)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = False
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    alive = alive or (int(pid) != os.getpid() and marker.encode() in handle.read())
+            except OSError:
+                continue
+        if not alive:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"a process left by the command was still running after {timeout:.0f} s")

@@ -399,7 +399,7 @@ def test_after_an_interrupted_sync_the_next_one_leaves_every_quiet_sync_quick(
     assert kill_when(interrupted, lambda argv: "push" in argv), "the sync finished before it pushed"
     mailbox.send(b, sender="docs", to="web", subject="after")  # the next sync brings mail here, writing refs
     sync_now(b)
-    runs = [loaded("sync", env=environment, cwd=tmp_path) for _ in range(3)]
+    runs = [loaded("sync", env=environment, cwd=tmp_path, detached=True) for _ in range(3)]  # settled after each
     assert [(done.returncode, "gitmail.sync.engine" in modules) for done, modules in runs] == [
         (0, True),
         (0, False),
