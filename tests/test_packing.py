@@ -141,5 +141,5 @@ def test_a_mailbox_grows_by_its_mail(box: Store) -> None:
         assert unpacked - sizes[target] < 700_000  # what is left loose between packings stays small
     per_message = (sizes[250] - sizes[100]) / 150
     print(f"{per_message:.0f} bytes a message, {sizes[250] / 250:.0f} at 250", file=sys.stderr)
-    assert per_message < 1_900  # a reflog file per message ref alone took 4,096
+    assert per_message < 2_048  # the bound the mailbox keeps to; a reflog file per message ref alone took 4,096
     assert not [p for p in (box.path / "logs").rglob("*") if p.is_file()]  # no reflog: the record of moves
