@@ -3,7 +3,6 @@ resurrected or half-made."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import random
@@ -106,11 +105,8 @@ def mail_env(tmp_path: Path) -> dict[str, str]:
 
 def packers_done(box: Store) -> None:
     """Wait for a detached packer (store/packing.py) that runs to end."""
-    fd = os.open(box.own_dir / packing.LOCK, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    finally:
-        os.close(fd)
+    with packing.held(box):
+        pass
 
 
 def healthy(box: Store) -> None:

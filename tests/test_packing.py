@@ -36,7 +36,7 @@ for i in range(int(sys.argv[3])):
 """
 
 PACKER = """
-import fcntl, os, sys, time
+import os, sys, time
 from gitmail.errors import GitmailError
 from gitmail.store import packing
 from gitmail.store.repository import Store
@@ -47,15 +47,12 @@ while not os.path.exists(sys.argv[1]):
 while not os.path.exists(sys.argv[2]):
     # what the detached packer does, again and again, at the senders' priority (it lowers its own, and on a busy
     # machine would barely run beside them)
-    held = os.open(box.own_dir / packing.LOCK, os.O_RDWR | os.O_CREAT)
     try:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        packing.pack(box)
+        with packing.held(box):
+            packing.pack(box)
         packs += 1
     except GitmailError:
         pass
-    finally:
-        os.close(held)
     time.sleep(0.05)  # the write lock's waiters are not served in turn: leave them a moment to take it
 print(packs, flush=True)
 """

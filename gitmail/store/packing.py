@@ -22,6 +22,8 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from gitmail.errors import GitmailError
 from gitmail.store import lock
@@ -51,6 +53,18 @@ def counted(store: Store) -> None:
             start(store)
     except OSError as error:  # packing is housekeeping: the write itself has landed
         problem(store.path, f"packing was put off: {error}")
+
+
+@contextmanager
+def held(store: Store) -> Iterator[None]:
+    """The packing lock, taken once a packer that runs has ended: no packer runs or starts while it is held (a
+    packer by hand, and whoever must see the mailbox's files stand still, such as a copy)."""
+    fd = os.open(store.own_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def start(store: Store) -> bool:
@@ -95,13 +109,16 @@ def main(argv: list[str]) -> int:
     except OSError:
         pass
     store = Store(argv[0])
-    held = int(argv[1]) if len(argv) > 1 else os.open(store.own_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
     try:
-        fcntl.flock(held, fcntl.LOCK_EX)  # held already when handed over
-        pack(store)
+        if len(argv) > 1:  # the packing lock, handed over by the writer that started it
+            try:
+                pack(store)
+            finally:
+                os.close(int(argv[1]))
+        else:
+            with held(store):
+                pack(store)
     except GitmailError as error:
         problem(store.path, f"packing was put off: {error}")
         return 1
-    finally:
-        os.close(held)
     return 0

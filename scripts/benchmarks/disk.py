@@ -7,7 +7,6 @@ done), its note the bytes per message."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import statistics
@@ -31,16 +30,9 @@ def disk(path: Path) -> int:
     return total
 
 
-def packers_done(mailbox: Path) -> None:
-    fd = os.open(mailbox / "gitmail" / "packing", os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    finally:
-        os.close(fd)
-
-
 def measure_disk(box: Sandbox, settings: Settings) -> list[Row]:
     from gitmail import mailbox as api
+    from gitmail.store.packing import held
     from gitmail.store.repository import Store
 
     path = box.root / "mail-disk.git"
@@ -57,8 +49,8 @@ def measure_disk(box: Sandbox, settings: Settings) -> list[Row]:
             seconds.append(time.perf_counter() - start)
             written += 1
         time.sleep(0.2)  # a packer the last write started takes its lock
-        packers_done(path)
-        size = disk(path)
+        with held(store):  # once any packer that runs has finished
+            size = disk(path)
         row = Row(ROWS[0], target, statistics.median(seconds) * 1000, min(seconds) * 1000, len(seconds))
         row.note = f"{size / target:,.0f} bytes a message ({size / 1e6:.2f} MB for {target:,} sent and archived)"
         progress(f"disk at {target:,}: {row.note}")

@@ -212,14 +212,11 @@ def verify_mailbox(mailbox: Path, size: int) -> None:
 def copy_mailbox(source: Path, target: Path) -> None:
     """A copy of a mailbox, taken while no packer (store/packing.py) rewrites it: one that runs is waited for, and a
     copy a packer started on meanwhile is taken again."""
-    import fcntl
-
-    from gitmail.store.packing import LOCK
+    from gitmail.store.packing import held
+    from gitmail.store.repository import Store
 
     for attempt in range(5):
-        fd = os.open(source / "gitmail" / LOCK, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # a packer holds it while it runs; writers start none while it is held
+        with held(Store(source)):
             try:
                 shutil.copytree(source, target, symlinks=True)
                 return
@@ -227,8 +224,6 @@ def copy_mailbox(source: Path, target: Path) -> None:
                 if attempt == 4:
                     raise
                 shutil.rmtree(target, ignore_errors=True)
-        finally:
-            os.close(fd)
 
 
 def build_mailboxes(box: Sandbox, sizes: Sequence[int]) -> dict[int, float]:
