@@ -55,6 +55,18 @@ class Entry(NamedTuple):
     oid: str
 
 
+def tree_entries(data: bytes, names: str = "surrogateescape") -> Iterator[Entry]:
+    """The entries of a tree object's content, in order (`names`: how a name that is not UTF-8 is decoded).
+    ValueError where the content stops being a tree (after the entries before it)."""
+    at = 0
+    while at < len(data):
+        space = data.index(b" ", at)
+        nul = data.index(b"\0", space)
+        mode, name = data[at:space].decode(), data[space + 1 : nul].decode("utf-8", names)
+        yield Entry(mode, name, data[nul + 1 : nul + 21].hex())
+        at = nul + 21
+
+
 # -- writing --------------------------------------------------------------------------------------------------------
 
 
@@ -268,14 +280,7 @@ class Objects:
         data = self.read([tree])[0]
         if data is None:
             raise Gone(f"tree {tree} is gone")
-        found, at = [], 0
-        while at < len(data):
-            space = data.index(b" ", at)
-            nul = data.index(b"\0", space)
-            mode, name = data[at:space].decode(), data[space + 1 : nul].decode("utf-8", "surrogateescape")
-            found.append(Entry(mode, name, data[nul + 1 : nul + 21].hex()))
-            at = nul + 21
-        return found
+        return list(tree_entries(data))
 
     def note(self, tip: str | None, oid: str) -> str:
         """The note on `oid` in the notes tree at `tip` ('' when there is none), found where git's fan-out may

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import UsageError
 from gitmail.store import lease_refs, pins, signatures
-from gitmail.store.objects import BLOB, TREE, Entry, Objects
+from gitmail.store.objects import BLOB, TREE, Entry, Objects, tree_entries
 from gitmail.sync.remotes import REMOTE_ROOT, NotGitmail
 from gitmail.sync.remotestate import object_info
 from gitmail.values import lease as leases
@@ -154,16 +154,11 @@ def _records(store: Store, listed: Sequence[tuple[str, str, str, str]], here: st
 def _entries(store: Store, tree: str) -> list[Entry]:
     """A tree's entries, read to a bound (a remote's tree may be anything); none when it is not a tree here."""
     data = store.read([tree], limit=_TREE_LIMIT)[0] or b""
-    found, at = [], 0
+    found: list[Entry] = []
     try:
-        while at < len(data):
-            space = data.index(b" ", at)
-            nul = data.index(b"\0", space)
-            mode, name = data[at:space].decode(), data[space + 1 : nul].decode("utf-8", "replace")
-            found.append(Entry(mode, name, data[nul + 1 : nul + 21].hex()))
-            at = nul + 21
+        found.extend(tree_entries(data, "replace"))
     except ValueError:
-        return found
+        pass  # what came before the first entry that is none
     return found
 
 
