@@ -265,13 +265,9 @@ def name_session(box: Store, actor: Actor, *, name: str | None = None, card: str
     return this_session(box, actor)
 
 
-PEEK_LIMIT = 8_000  # bytes a peek at a session's transcript says at most
-
-
 class Peeked(NamedTuple):
     view: SessionView
-    turns: list[tuple[str, str]]  # (speaker, text), oldest first: what fits the limit
-    left_out: int  # turns of the last N that did not fit
+    turns: list[tuple[str, str]]  # (speaker, text), oldest first: the last N
 
 
 def peek_session(box: Store, address: str, *, count: int) -> Peeked:
@@ -289,4 +285,4 @@ def peek_session(box: Store, address: str, *, count: int) -> Peeked:
     if path is None:
         raise GitmailError(f"the hooks of {render.quote(address)} were never told where its transcript is")
     chosen = last(turns(transcripts.tail(path)), count)
-    return Peeked(view, [(t.speaker, t.text) for t in chosen], 0)
+    return Peeked(view, [(t.speaker, t.text) for t in chosen])

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from gitmail.render.lease_lines import leases_held as leases_held
     from gitmail.render.listings import as_json as as_json
     from gitmail.render.listings import log_line as log_line
+    from gitmail.render.listings import peek_text as peek_text
     from gitmail.render.listings import session_json as session_json
     from gitmail.render.listings import session_line as session_line
     from gitmail.render.senders import PERSON_LABEL as PERSON_LABEL
@@ -95,6 +96,7 @@ __getattr__ = exports(
         "leases_held": "gitmail.render.lease_lines",
         "as_json": "gitmail.render.listings",
         "log_line": "gitmail.render.listings",
+        "peek_text": "gitmail.render.listings",
         "session_json": "gitmail.render.listings",
         "session_line": "gitmail.render.listings",
         "machine_name": "gitmail.render.senders",
