@@ -132,14 +132,15 @@ def loaded(
             env=None if env is None else {**os.environ, **env},
         )
         if detached:
-            _forks_ended(name)
+            ended(name)
         return done, set(json.loads(out.read_text() or "[]"))
     finally:
         out.unlink()
 
 
-def _forks_ended(marker: str, timeout: float = 60.0) -> None:
-    """Wait until no process but this one has `marker` in its command line (a fork keeps its parent's)."""
+def ended(marker: str, timeout: float = 60.0) -> None:
+    """Wait until no process but this one has `marker` in its command line (a fork keeps its parent's; a detached
+    child of gitmail's names the mailbox it works on)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         alive = False

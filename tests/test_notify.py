@@ -21,6 +21,7 @@ from gitmail.store.repository import Store
 from gitmail.values.names import PERSON
 from tests.conftest import CliRunner, run_gitmail
 from tests.hooked import Session
+from tests.processes import ended
 
 
 class Pushed(NamedTuple):
@@ -156,6 +157,7 @@ def test_the_cap_holds_under_30_urgent_messages(receiver: Receiver, cli: CliRunn
 def test_the_kill_switch_and_a_refused_url_send_nothing(receiver: Receiver, api: Path, box: Store) -> None:
     git_config("gitmail.notify", "false")
     assert run_gitmail("send", "--to", "@user", "-s", "quiet", cwd=api).returncode == 0
+    ended(str(box.path))  # the notifier the send started has read the kill switch before it is turned back on
     message = mailbox.pending(box, repo=PERSON).directed[0].message
     assert notify.notify(box, [message.id], channels=[]) == []
     git_config("gitmail.notify", "true")
