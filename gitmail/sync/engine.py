@@ -217,7 +217,19 @@ def _for_person(seen: reconcile.Comparison) -> tuple[str, ...]:
 
 
 def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
-    """Sync with one remote, both ways. The caller holds the sync lock (`sync_lock`).
+    """Sync with one remote, both ways (`_sync`), with no packer rewriting the mailbox's packs meanwhile: git's
+    tree building reads objects a geometric repack may be moving from one pack into another. The caller holds the
+    sync lock (`sync_lock`)."""
+    from gitmail.store import packing
+
+    if not (store.own_dir / packing.LOCK).exists():  # no packer has run here yet: none to wait for, nothing made
+        return _sync(store, remote, lock_fd=lock_fd)
+    with packing.held(store):
+        return _sync(store, remote, lock_fd=lock_fd)
+
+
+def _sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
+    """Sync with one remote, both ways.
 
     The remote's refs are asked for first (`git ls-remote`): when they and this mailbox's ref files are as the
     last sync left them, that is all. Otherwise a fetch brings what the remote has that this mailbox lacks (only
