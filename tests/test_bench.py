@@ -101,6 +101,7 @@ def test_quick_benchmark_reports_every_row() -> None:
     assert done.returncode == 0, done.stderr
 
     report = json.loads(done.stdout)
+    assert report["machine"]["install"].startswith("pip install . (not editable)")  # as users install it
     rows = report["rows"]
     sync_rows = QUIET_SYNC_ROWS | NEW_MAIL_SYNC_ROWS | {ONE_REF_PER_MESSAGE, WHOLE_MAILBOX}
     every = (

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from typing import Any
 
+from . import install
 from .runner import WARMUPS, Row, run
 
 
@@ -32,6 +33,7 @@ def machine_facts() -> dict[str, str]:
         "pygit2": f"{version('pygit2')} (libgit2 {pygit2.LIBGIT2_VERSION})",
         "gitmail": version("gitmail"),
         "platform": platform.platform(),
+        "install": install.where(),
     }
 
 
@@ -51,7 +53,7 @@ def markdown(report: Report) -> str:
         "## gitmail benchmark",
         "",
         f"- CPUs: {facts['cpus']}; Python {facts['python']}; git {facts['git']}; pygit2 {facts['pygit2']}",
-        f"- gitmail {facts['gitmail']} on {facts['platform']}",
+        f"- gitmail {facts['gitmail']} on {facts['platform']}; installed: {facts.get('install', 'in place')}",
         f"- whole processes, start to exit: median and min of {settings['runs']} runs after {WARMUPS} warm-ups, "
         f"alternating between sizes; concurrent rows: {settings['concurrent_runs']} burst(s) each",
         "- ratio: median (and min) over the same row's at 0 archived messages; 20 messages pending throughout",

@@ -35,6 +35,7 @@ class Settings:
     sync_runs: int
     disk_sizes: list[int]  # messages sent and archived at which the disk group measures, ascending
     as_json: bool
+    in_place: bool  # measure this interpreter's gitmail, not one installed for the run
     groups: frozenset[str]  # which groups of rows to measure
 
     @property
