@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .runner import BenchError, progress, run
+from .runner import BenchError, Detached, progress, run
 
 PENDING = 20
 RECIPIENT = "web"
@@ -70,11 +70,13 @@ def sandbox() -> Iterator[Sandbox]:
         environment = box.env()  # made from this process's environment before it is replaced by it
         os.environ.clear()
         os.environ.update(environment)
+        Detached.marker = str(box.root)
         try:
             for name in (RECIPIENT, SENDER):
                 run(["git", "init", "-q", str(box.repo(name))])
             yield box
         finally:
+            Detached.marker = None
             os.environ.clear()
             os.environ.update(saved)
             progress(f"removing {root}")

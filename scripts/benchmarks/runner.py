@@ -4,6 +4,7 @@ ratios written into a row's notes."""
 
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 import subprocess
@@ -74,8 +75,44 @@ def run(
     return done.stdout
 
 
+class Detached:
+    """What a run leaves running after it exits (a session start's receipts, a send's answers for the next starts,
+    a packer, a sync due), each naming the sandbox in its command line: waited for, untimed, before the next run,
+    so that one row's detached work is not timed as part of whatever row runs next. Nothing waits for it in a
+    session; it is measured by the rows that time it (the send's answers, the packer in the disk group)."""
+
+    marker: str | None = None  # the sandbox's root, while one is entered
+    lasting: set[int] = set()  # processes that outlived a wait (a server, a watcher): never waited for again
+
+    @classmethod
+    def running(cls) -> set[int]:
+        if cls.marker is None:
+            return set()
+        found, mark = set(), cls.marker.encode()
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) != os.getpid():
+                try:
+                    with open(f"/proc/{name}/cmdline", "rb") as handle:
+                        if mark in handle.read():
+                            found.add(int(name))
+                except OSError:
+                    continue
+        return found
+
+    @classmethod
+    def settle(cls, before: set[int], timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while left := cls.running() - before - cls.lasting:
+            if time.monotonic() > deadline:
+                cls.lasting |= left
+                return
+            time.sleep(0.01)
+
+
 def timed(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: bytes | None = None) -> tuple[float, bytes]:
-    """Seconds from process start to exit, and what it printed; a failed run stops the benchmark."""
+    """Seconds from process start to exit, and what it printed; a failed run stops the benchmark. What the run
+    left running is waited for afterwards (`Detached`)."""
+    before = Detached.running()
     start = time.perf_counter()
     done = subprocess.run(
         list(argv),
@@ -86,6 +123,7 @@ def timed(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: byte
         capture_output=True,
     )
     elapsed = time.perf_counter() - start
+    Detached.settle(before)
     if done.returncode != 0:
         raise BenchError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode().strip()}")
     return elapsed, done.stdout
