@@ -76,16 +76,14 @@ due() {
 
 # The answer the last session start in this work tree kept (store/startcache.py), when it still holds: its files
 # are named after the work tree's path, spelled with letters, digits, '.', '-', '_' and %2F for '/' (any other
-# path is left to Python).
+# path is left to Python). `cat` runs in the C locale: it prints bytes, and reading the locale's files costs it more.
 kept_answer() {
-    name= rest=$dir
-    while [ -n "$rest" ]; do
-        c=${rest%"${rest#?}"}
-        rest=${rest#?}
-        case $c in
-        [A-Za-z0-9._-]) name=$name$c ;;
-        /) name=$name%2F ;;
-        *) return 0 ;;
+    case $dir in /*[!A-Za-z0-9._/-]* | *//* | */) [ "$dir" = / ] || return 0 ;; esac
+    name= rest=${dir#/}
+    while :; do # a name part at a time: a character at a time costs a path's length in loop turns
+        case $rest in
+        */*) name=$name%2F${rest%%/*} rest=${rest#*/} ;;
+        *) name=$name%2F$rest && break ;;
         esac
     done
     kept=$mailbox/gitmail/cache/$host-$name
@@ -109,15 +107,16 @@ kept_answer() {
         printf '%s\n' "$quiet" >"$shown.stamps" &&
         printf '%s\n' "$dir" >"$shown.top"; } 2>/dev/null &&
         { [ ! -e "$kept.due" ] || [ "$kept.due" -nt "$shown.json" ]; } &&
-        live && { [ ! -s "$kept.out" ] || cat "$kept.out"; } && { [ ! -s "$kept.recording" ] || recorded; } && exit 0
+        live && { [ ! -s "$kept.out" ] || LC_ALL=C cat "$kept.out"; } && { [ ! -s "$kept.recording" ] || recorded; } && exit 0
 }
 
 # The receipts of what the kept answer showed this session, written once the host has its answer: by Python, in a
 # process of its own with its standard streams closed, which nothing waits for.
 recorded() {
     command -v "$python" >/dev/null 2>&1 || return 0
-    ("$python" -P -c 'import sys; from gitmail.starts import main; sys.exit(main(sys.argv[1:]))' \
-        record "$host" "$kept" </dev/null >/dev/null 2>&1 &) 2>/dev/null
+    # A job of a shell that exits at once: nothing waits for it, and it outlives the shell (one fork, not two).
+    "$python" -P -c 'import sys; from gitmail.starts import main; sys.exit(main(sys.argv[1:]))' \
+        record "$host" "$kept" </dev/null >/dev/null 2>&1 &
     return 0
 }
 

@@ -51,8 +51,8 @@ def test_the_files_and_lines_are_spelled_as_python_spells_them() -> None:
         "ref=${seen%%:*}",  # the ref is the stamps line's first field
         "ref=${key%%:*}",  # and the kept key's
         "*[!A-Za-z0-9_-]*) session=",  # hookfiles.SESSION_CHARS
-        "[A-Za-z0-9._-]) name=$name$c ;;",  # hookfiles.tree_name
-        "/) name=$name%2F ;;",
+        "/*[!A-Za-z0-9._/-]*",  # hookfiles.tree_name: its characters
+        "*/*) name=$name%2F${rest%%/*}",  # and '/' as %2F
     ]
     missing = [line for line in expected if line not in SCRIPT]
     assert not missing, missing
