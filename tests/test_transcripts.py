@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -116,6 +117,14 @@ def test_peek_prints_the_last_turns_quoted_and_bounded(cli: CliRunner, home: Pat
     result = cli("sessions", "--peek", "api#s1", "-n", "30")
     assert result.code == 0 and len(result.out.encode()) <= 8000
     assert "earlier left out" in result.out.splitlines()[0]
+    long_reply = "".join(f"line {i} of a long reply\n" for i in range(2000)) + "the very end"
+    with path.open("a") as handle:  # a newest part far longer than a peek: its end is shown, cut, never nothing
+        handle.write('{"type":"assistant","message":{"content":%s}}\n' % json.dumps(long_reply))
+    result = cli("sessions", "--peek", "api#s1", "-n", "1")
+    assert result.code == 0 and len(result.out.encode()) <= 8000, result
+    lines = result.out.splitlines()
+    assert lines[0].startswith("gitmail: the last 1 part of") and all(line.startswith("> ") for line in lines[1:])
+    assert lines[1].startswith("> reply (its last ") and lines[-1] == "> the very end"
     with sessions.record(box.path, "claude", "s1", Deadline(2.0)) as record:
         assert record is not None
         record.set("transcript", "/etc/passwd")
