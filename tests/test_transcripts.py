@@ -119,7 +119,7 @@ def test_peek_prints_the_last_turns_quoted_and_bounded(cli: CliRunner, home: Pat
     assert "earlier left out" in result.out.splitlines()[0]
     long_reply = "".join(f"line {i} of a long reply\n" for i in range(2000)) + "the very end"
     with path.open("a") as handle:  # a newest part far longer than a peek: its end is shown, cut, never nothing
-        handle.write('{"type":"assistant","message":{"content":%s}}\n' % json.dumps(long_reply))
+        handle.write(json.dumps({"type": "assistant", "message": {"content": long_reply}}) + "\n")
     result = cli("sessions", "--peek", "api#s1", "-n", "1")
     assert result.code == 0 and len(result.out.encode()) <= 8000, result
     lines = result.out.splitlines()
