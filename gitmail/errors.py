@@ -1,14 +1,20 @@
 """The one expected-error family, and the exit codes every entry point ends with (edge.py turns one into the other)."""
 
-from enum import IntEnum
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 
-class ExitCode(IntEnum):
-    OK = 0
-    RUNTIME = 1  # the command was well formed but could not be carried out
-    USAGE = 2  # the command itself was wrong
-    INTERNAL = 3  # gitmail itself failed unexpectedly; the details are in gitmail.log beside the mailbox
-    INTERRUPTED = 130  # stopped by the user (Ctrl-C), as shells report SIGINT
+class ExitCode:
+    """The exit codes, as plain ints: every entry point imports this module, and an enum's class costs an import."""
+
+    OK: Final = 0
+    RUNTIME: Final = 1  # the command was well formed but could not be carried out
+    USAGE: Final = 2  # the command itself was wrong
+    INTERNAL: Final = 3  # gitmail itself failed unexpectedly; the details are in gitmail.log beside the mailbox
+    INTERRUPTED: Final = 130  # stopped by the user (Ctrl-C), as shells report SIGINT
 
 
 class GitmailError(Exception):

@@ -83,9 +83,13 @@ def test_sync_imports_no_command_line_library(web: Path, box: Store, tmp_path: P
 
 def imported_beyond_the_interpreter(*args: str, cwd: Path, stdin: str = "") -> set[str]:
     """The modules a gitmail process loaded that the interpreter itself does not: run without `site` (an editable
-    install's finder would load pathlib, re and enum for every process), gitmail found on PYTHONPATH."""
+    install's finder would load pathlib, re and enum for every process), gitmail found on PYTHONPATH and its
+    dependencies after it (PyNaCl signs a send; without it ssh-keygen would, through subprocess)."""
+    import nacl
+
     root = str(Path(gitmail.__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": root}
+    packages = str(Path(nacl.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((root, packages))}
     bare = subprocess.run(
         [sys.executable, "-S", "-c", "import sys; print(' '.join(sys.modules))"],
         capture_output=True, text=True, env=env, timeout=60, check=True,
@@ -149,6 +153,43 @@ def test_inbox_and_log_load_only_what_reading_mail_uses(web: Path, box: Store, a
     else:
         assert "fcntl" not in modules  # a peek writes nothing, so it never takes the lock
         assert "gitmail.store.catfile" not in modules  # its messages are loose objects, read without git
+
+
+# The standard library's heavier modules, which none of the three commonest paths (a send, a peek at the inbox, a
+# session start answered by Python) runs. json, and re beneath it (with enum and functools), they all need: message
+# headers, receipts and hook payloads are JSON.
+NEVER_ON_A_COMMON_PATH = (
+    "typing", "dataclasses", "subprocess", "datetime", "tempfile", "shutil", "logging", "threading", "inspect",
+    "argparse", "hashlib", "socket", "email", "importlib.util", "asyncio", "uuid", "base64", "string", "textwrap",
+    "typer", "click", "rich", "pygit2", "frontmatter", "yaml", "pydantic", "mcp",
+)  # fmt: skip
+# And what each of them need not load beyond those.
+LEFT_OUT = {
+    "send": ("gitmail.delivery", "gitmail.render.frames", "gitmail.store.sessions", "gitmail.waking"),
+    "inbox": ("contextlib", "fcntl", "gitmail.store.writer", "gitmail.store.transaction", *SENDING_SIDE),
+    "start": ("gitmail.cli", *SENDING_SIDE),
+}
+
+
+@pytest.mark.parametrize("path", sorted(LEFT_OUT))
+def test_the_commonest_paths_load_none_of_the_heavy_modules_they_do_not_run(
+    api: Path, web: Path, box: Store, path: str
+) -> None:
+    """A send to a known repository, `inbox --peek` with mail pending, and a resumed session's start with new mail
+    (Python answering it): none loads a module it does not run, so what makes them quick cannot silently go."""
+    for number in range(3):
+        mailbox.send(box, sender="api", to="web", subject=f"hello {number}", body="Please read this.")
+    start = json.dumps({"session_id": "s1", "cwd": str(web), "hook_event_name": "SessionStart", "source": "resume"})
+    runs = {
+        "send": (("send", "--to", "web", "-s", "hello", "-m", "body"), api, "", "gitmail.store.writer"),
+        "inbox": (("inbox", "--peek"), web, "", "gitmail.render.frames"),
+        "start": (("hook", "session-start", "--host", "claude"), web, start, "gitmail.delivery"),
+    }
+    args, cwd, stdin, ran = runs[path]
+    modules = imported_beyond_the_interpreter(*args, cwd=cwd, stdin=stdin)
+    assert ran in modules  # it did its work
+    assert _loaded(modules, NEVER_ON_A_COMMON_PATH) == set()
+    assert _loaded(modules, LEFT_OUT[path]) == set()
 
 
 def test_a_send_to_a_repository_imports_only_what_it_runs(api: Path, web: Path, box: Store) -> None:

@@ -4,7 +4,6 @@ adds receipts, setting a damaged message aside, and this machine's id for receip
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 
 from gitmail.errors import MailboxError
 from gitmail.store import syncedreceipts
@@ -22,6 +21,7 @@ from gitmail.values.receipts import RECEIPTS_NOTES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what writes is loaded only to write
+    from contextlib import AbstractContextManager
     from typing import Any
 
     from gitmail.store.writer import Writer

@@ -14,7 +14,6 @@ import os
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
@@ -29,6 +28,8 @@ from gitmail.values.names import RepoName, first_format_ref, from_address, nfd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from gitmail.store import catfile, history
     from gitmail.store.kept import Kept
 
@@ -438,9 +439,13 @@ class Store:
         self._checked = False
         self.check()
 
-    @contextmanager
-    def locked(self, *, timeout: float = WRITE_WAIT, deadline: Deadline | None = None) -> Iterator[int]:
+    def locked(self, *, timeout: float = WRITE_WAIT, deadline: Deadline | None = None) -> AbstractContextManager[int]:
         """Hold the mailbox's write lock; finish any change a dead writer left half-applied."""
+        from contextlib import contextmanager  # writers only: a read (`inbox --peek`, `log`) never loads it
+
+        return contextmanager(self._locked)(timeout=timeout, deadline=deadline)
+
+    def _locked(self, *, timeout: float, deadline: Deadline | None) -> Iterator[int]:
         self.create()
         try:
             self.own_dir.mkdir(mode=0o700, exist_ok=True)
