@@ -76,17 +76,19 @@ def test_the_remotes_state_is_read_by_difference_and_agrees_with_the_whole_tree(
     sync_now(a)
     sync_now(b)
     kept = a.own_dir / "sync" / "origin.state"
-    first = kept.read_text().partition("\n")[0]
+    first = kept.read_text().partition("\n")[0].removeprefix("2 ")
     sent = mailbox.send(a, sender="api", to="web", subject="later")
     done = mailbox.pending(b, repo="web").directed[0].message.id
     mailbox.done(b, repo="web", ids=[done])
     sync_now(b)  # its state: one archived
     assert sync_now(a).moved_here == 1  # read by difference with the state it pushed
     assert mailbox.show(a, done).state.value == "archived"
-    state, _, rest = kept.read_text().partition("\n")
+    head, _, rest = kept.read_text().partition("\n")
+    state = head.removeprefix("2 ")
     assert state != first and state == git(remote, "rev-parse", REMOTE_ROOT + STATE).strip()  # its own push's
-    listed = {line.partition("\t")[2] for line in rest.splitlines()}
-    whole = {f"{ref} {oid}" for ref, oid in remote_places(remote).values()}
+    assert rest.endswith("\nend\n")
+    listed = set(rest.splitlines()[:-1])
+    whole = {f"{oid} {ref}" for ref, oid in remote_places(remote).values()}
     assert listed == whole and any(sent.message.id in line for line in listed)
     assert sync_now(b).received == 1 and sync_now(a).quiet
 
@@ -99,7 +101,7 @@ def test_a_damaged_or_foreign_kept_listing_costs_only_a_whole_listing(pair: tupl
     (b.own_dir / "sync" / "origin.state").write_text("0" * 40 + "\nnot\ta listing\n")  # a state this mailbox lacks
     assert sync_now(b).received == 1
     state = remotestate.read_remote(b, "origin", {STATE: git(remote, "rev-parse", REMOTE_ROOT + STATE).strip()})
-    assert len(state.lines) == 1
+    assert len(state.listing) == 1
 
 
 def test_the_command_line_answers_before_the_settle_wait_and_records_after_it(
