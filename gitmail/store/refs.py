@@ -13,6 +13,7 @@ stops on such a packed-refs line, and `gitmail doctor` reports both (`broken`).
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -81,12 +82,17 @@ def lines(mailbox: Path, prefix: str) -> set[bytes]:
             key = prefix.encode()
             start, end = packed.first_at_or_after(key), packed.first_at_or_after(_after_all(key))
             packed.handle.seek(start)
-            found = set(packed.handle.read(max(0, end - start)).split(b"\n"))
+            block = packed.handle.read(max(0, end - start))
+            listed = block.split(b"\n")  # in the order of their refs, but for peeled values
+            found = set(listed)
             found.discard(b"")
-        for ref in loose:
-            shadowed = packed.find(ref)
-            if shadowed is not None:
-                found.discard(f"{shadowed} {ref}".encode())
+            names = {ref.encode() for ref in loose}
+            if b"^" in block:  # a peeled value breaks the order: the lines of overridden refs are looked for
+                found.difference_update([line for line in found if line[41:] in names])
+            for name in names if b"^" not in block else ():  # each overridden ref's packed line, by bisection
+                at = bisect.bisect_left(listed, name, hi=len(listed) - (not listed[-1]), key=lambda line: line[41:])
+                if at < len(listed) and listed[at][41:] == name:
+                    found.discard(listed[at])
     finally:
         packed.close()
     found.update(f"{oid} {ref}".encode() for ref, oid in loose.items())

@@ -117,9 +117,13 @@ def _compare(store: Store, there: RemoteState, remote: str) -> Comparison:
     the ids of lines that differ are looked at as messages."""
     local_lines = refs.lines(store.path, ROOT)
     set_aside = {ref[ref.rfind("/") + 1 :] for ref in refs.listing(store.path, OVERSIZED)}  # arrived too large
-    touched = {_id_of(line) for line in local_lines.symmetric_difference(there.listing)}
-    local, _ = _by_id(local_lines, touched)  # a line that holds no ref is passed over, as git lists none
-    theirs_by_id, unreadable = _by_id(there.listing, touched)
+    differ = local_lines.symmetric_difference(there.listing)
+    touched = {_id_of(line) for line in differ}
+    mine_lines = _of_ids(local_lines, touched)  # the one pass over every line
+    theirs_lines = [line for line in differ if line not in local_lines]
+    theirs_lines += [line for line in mine_lines if line in there.listing]
+    local, _ = _by_id(mine_lines)  # a line that holds no ref is passed over, as git lists none
+    theirs_by_id, unreadable = _by_id(theirs_lines)
     pairs = [pair for found in theirs_by_id.values() for pair in found]
     remote_places = _places(pairs)
     if len(remote_places) != len(pairs) or unreadable:
@@ -157,23 +161,26 @@ def _id_of(line: bytes) -> str:
     return line[line.rfind(b"/") + 1 :].decode(errors="replace")
 
 
-def _by_id(lines: Iterable[bytes], ids: set[str]) -> tuple[dict[str, list[tuple[str, str]]], list[bytes]]:
-    """The (ref, commit) pairs among `lines` (b"<oid> <ref>") of the given message ids, and the lines among them
-    that hold no ref. Picked by how each line ends (b"/<id>"), so that 100,000 lines cost a slice and a look-up
-    each; only those picked are read."""
+def _of_ids(lines: Iterable[bytes], ids: set[str]) -> list[bytes]:
+    """The lines (b"<oid> <ref>") whose refs end in one of these ids: picked by how each line ends (b"/<id>"), so
+    that 100,000 lines cost a slice and a look-up each."""
     ends: dict[int, set[bytes]] = {}
     for message_id in ids:
         end = f"/{message_id}".encode()
         ends.setdefault(len(end), set()).add(end)
+    return [line for width, wanted in ends.items() for line in lines if line[-width:] in wanted]
+
+
+def _by_id(lines: Iterable[bytes]) -> tuple[dict[str, list[tuple[str, str]]], list[bytes]]:
+    """The (ref, commit) pairs these lines (b"<oid> <ref>") hold by message id, and the lines that hold no ref."""
     found: dict[str, list[tuple[str, str]]] = {}
     unreadable = []
-    for width, wanted in ends.items():
-        for line in [line for line in lines if line[-width:] in wanted]:
-            pair = refs.ref_line(line)
-            if pair is None:
-                unreadable.append(line)
-            else:
-                found.setdefault(pair[0][pair[0].rfind("/") + 1 :], []).append(pair)
+    for line in lines:
+        pair = refs.ref_line(line)
+        if pair is None:
+            unreadable.append(line)
+        else:
+            found.setdefault(pair[0][pair[0].rfind("/") + 1 :], []).append(pair)
     return found, unreadable
 
 

@@ -150,7 +150,7 @@ def _keep(store: Store, name: str, state: str, entries: set[bytes]) -> None:
     from gitmail.errors import Unwritable
     from gitmail.store.files import write_atomically
 
-    text = b"".join([f"{KEPT_FORM} {state}\n".encode(), *(line + b"\n" for line in entries), b"end\n"])
+    text = b"\n".join([f"{KEPT_FORM} {state}".encode(), *entries, b"end\n"])
     try:
         write_atomically(_kept_path(store, name), text, durable=False)
     except (OSError, Unwritable):
