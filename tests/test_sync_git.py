@@ -76,17 +76,19 @@ def test_the_remotes_state_is_read_by_difference_and_agrees_with_the_whole_tree(
     sync_now(a)
     sync_now(b)
     kept = a.own_dir / "sync" / "origin.state"
-    first = kept.read_text().partition("\n")[0]
+    first = kept.read_text().partition("\n")[0].removeprefix("2 ")
     sent = mailbox.send(a, sender="api", to="web", subject="later")
     done = mailbox.pending(b, repo="web").directed[0].message.id
     mailbox.done(b, repo="web", ids=[done])
     sync_now(b)  # its state: one archived
     assert sync_now(a).moved_here == 1  # read by difference with the state it pushed
     assert mailbox.show(a, done).state.value == "archived"
-    state, _, rest = kept.read_text().partition("\n")
+    head, _, rest = kept.read_text().partition("\n")
+    state = head.removeprefix("2 ")
     assert state != first and state == git(remote, "rev-parse", REMOTE_ROOT + STATE).strip()  # its own push's
-    listed = {line.partition("\t")[2] for line in rest.splitlines()}
-    whole = {f"{ref} {oid}" for ref, oid in remote_places(remote).values()}
+    assert rest.endswith("\nend\n")
+    listed = set(rest.splitlines()[:-1])
+    whole = {f"{oid} {ref}" for ref, oid in remote_places(remote).values()}
     assert listed == whole and any(sent.message.id in line for line in listed)
     assert sync_now(b).received == 1 and sync_now(a).quiet
 
@@ -99,7 +101,7 @@ def test_a_damaged_or_foreign_kept_listing_costs_only_a_whole_listing(pair: tupl
     (b.own_dir / "sync" / "origin.state").write_text("0" * 40 + "\nnot\ta listing\n")  # a state this mailbox lacks
     assert sync_now(b).received == 1
     state = remotestate.read_remote(b, "origin", {STATE: git(remote, "rev-parse", REMOTE_ROOT + STATE).strip()})
-    assert len(state.lines) == 1
+    assert len(state.listing) == 1
 
 
 def test_the_command_line_answers_before_the_settle_wait_and_records_after_it(
@@ -116,3 +118,38 @@ def test_the_command_line_answers_before_the_settle_wait_and_records_after_it(
     quiet = run_gitmail("sync", cwd=tmp_path, env=as_machine(a))
     assert quiet.stderr == "gitmail: origin: up to date\n"
     sync_now(b)
+
+
+def test_the_refs_compared_as_lines_are_the_refs_git_lists(pair: tuple[Store, Store, Path]) -> None:
+    """The mailbox's refs as sync compares them (packed-refs lines, a loose file overriding its packed line, a
+    peeled value or a ref outside the folder left out) are what `git for-each-ref` lists."""
+    from gitmail.store import refs
+
+    a, _, _ = pair
+    sent = [mailbox.send(a, sender="api", to="web", subject=f"m{n}") for n in range(4)]
+    git(a.path, "pack-refs", "--all", "--prune")
+    mailbox.done(a, repo="web", ids=[sent[1].message.id])  # loose beside packed: moved since packing
+    inbox = f"refs/gitmail/web/inbox/{sent[2].message.id}"
+    git(a.path, "update-ref", inbox, sent[0].oid)  # a loose file overriding a packed line of the same ref
+
+    def listed() -> set[bytes]:
+        out = git(a.path, "for-each-ref", "--format=%(objectname) %(refname)", "refs/gitmail/")
+        return {line.encode() for line in out.splitlines()}
+
+    assert refs.lines(a.path, "refs/gitmail/") == listed()
+    packed = (a.path / "packed-refs").read_text()
+    (a.path / "packed-refs").write_text(packed + f"^{sent[3].oid}\n")  # a peeled value: no order to bisect in
+    assert {refs.ref_line(line) for line in refs.lines(a.path, "refs/gitmail/")} - {None} == {
+        (line.decode().split(" ")[1], line.decode().split(" ")[0]) for line in listed()
+    }
+
+
+def test_a_sync_clears_the_lock_files_a_killed_sync_left(pair: tuple[Store, Store, Path]) -> None:
+    a, _, _ = pair
+    mailbox.send(a, sender="api", to="web", subject="one")
+    sync_now(a)
+    stale = a.path / "refs" / "gitmail-remotes" / "origin" / "state.lock"
+    stale.write_text("")
+    mailbox.send(a, sender="api", to="web", subject="two")
+    assert sync_now(a).sent == 1
+    assert not stale.exists()

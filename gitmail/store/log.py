@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 from gitmail.store.location import default_path, log_path
 
 LIMIT = 1 << 20  # bytes a log grows to before it is set aside as gitmail.log.1
 
-TYPE_CHECKING = False  # the quick paths load this: no typing import for the annotations
+TYPE_CHECKING = False  # the quick paths load this: no typing (nor pathlib) import for the annotations
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
 _hearers: list[Callable[[str], None]] = []  # who hears `tell`: the edge of a command line (its standard error)
 _told: set[str] = set()

@@ -138,9 +138,10 @@ def _clear_leftovers(store: Store, folder: Path) -> None:
     for leftover in folder.glob("index-*"):
         leftover.unlink(missing_ok=True)
     for tracking in (store.path / TRACKING_ROOT, folder / NETWORK_REPOSITORY / TRACKING_ROOT):
-        if tracking.is_dir():
-            for stale in tracking.rglob("*.lock"):
-                stale.unlink(missing_ok=True)
+        for where, _, names in os.walk(tracking):  # a folder a packer prunes meanwhile is passed over
+            for name in names:
+                if name.endswith(".lock"):
+                    Path(where, name).unlink(missing_ok=True)
 
 
 def _network_repository(store: Store) -> Path:
@@ -149,13 +150,13 @@ def _network_repository(store: Store) -> Path:
     100,000; 0.05 s here); what it fetches lands in the mailbox's object store all the same. Its refs are the
     tracking refs, mirrored into the mailbox (`_mirror`) so that everything stays reachable from the mailbox's
     own refs. Made once, whole: built aside and renamed into place."""
-    import shutil
-    import tempfile
-
     folder = _folder(store)
     repository = folder / NETWORK_REPOSITORY
     if (repository / "HEAD").is_file():
         return repository
+    import shutil
+    import tempfile
+
     building = Path(tempfile.mkdtemp(prefix=".fetch-", dir=folder))
     try:
         gitcmd.run(building, "init", "--bare", "--quiet", "--template=")

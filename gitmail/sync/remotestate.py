@@ -37,9 +37,9 @@ class RemoteState(NamedTuple):
     """What a remote holds, read and checked."""
 
     state: str | None  # the state commit
-    lines: list[str]  # every message place in its state, as `for-each-ref` shows a ref here: "<ref> <commit>"
+    # every message place in its state, as packed-refs spells a ref here: b"<commit> <ref>" (refs.lines)
+    listing: set[bytes]
     notes: dict[str, str]  # notes ref name ("gitmail-seen") -> notes commit
-    places: dict[str, str] | None = None  # the same lines by their path in the state's tree
 
 
 def read_remote(store: Store, name: str, tips: dict[str, str]) -> RemoteState:
@@ -53,44 +53,46 @@ def read_remote(store: Store, name: str, tips: dict[str, str]) -> RemoteState:
     if any(kinds[o][0] != "commit" for o in oids):
         raise NotGitmail(name, f"its {REMOTE_ROOT} refs are not commits")
     if state is None:
-        return RemoteState(None, [], notes)
+        return RemoteState(None, set(), notes)
     if store.read([f"{state}:{FORMAT_PATH}"], limit=len(FORMAT_TEXT))[0] != FORMAT_TEXT.encode():
         raise NotGitmail(name, f"{REMOTE_ROOT}{STATE} is not a gitmail sync state of a format this gitmail reads")
-    places = _lines(store, name, state)
-    return RemoteState(state, list(places.values()), notes, places)
+    return RemoteState(state, _listing(store, name, state), notes)
 
 
-def _lines(store: Store, name: str, state: str) -> dict[str, str]:
+def _listing(store: Store, name: str, state: str) -> set[bytes]:
     """Every message place the state lists. What the last state read listed is kept (gitmail/sync/<remote>.state:
     that state's id, then its lines), so a new state is compared with it by `git diff-tree`, which reads only the
     folders whose ids differ: ten new messages among 100,000 read a few small trees, not every entry. Without a
     kept listing (or when its state is gone from here), the whole tree is listed."""
     kept = _kept(store, name)
-    entries: dict[str, str] | None = None
+    entries: set[bytes] | None = None
     if kept is not None and kept[0] == state:
-        entries = kept[1]
-    elif kept is not None:
+        return kept[1]
+    if kept is not None:
         try:
             out = store.git("diff-tree", "-r", "-z", "--no-renames", kept[0], state)
         except gitcmd.GitFailed:
             out = None
         if out is not None:
-            entries = dict(kept[1])
+            entries = kept[1]
             fields = out.decode(errors="replace").split("\0")
             for meta, path in zip(fields[0:-1:2], fields[1::2], strict=True):
-                mode, oid = meta.split(" ")[1], meta.split(" ")[3]
-                entries.pop(path, None)
+                old_mode, mode, old, oid = meta[1:].split(" ")[:4]
+                ref = _ref_of(path)
+                if old_mode == "160000" and ref is not None:
+                    entries.discard(f"{old} {ref}".encode())
                 if mode != "000000":
-                    entries[path] = _entry(name, f"{mode} {_kind(mode)} {oid}", path)
+                    line = _entry(name, f"{mode} {_kind(mode)} {oid}", path)
+                    if line is not None:
+                        entries.add(line)
     if entries is None:
-        entries = {}
+        entries = set()
         for entry in store.git("ls-tree", "-r", "-z", "--full-tree", state).decode(errors="replace").split("\0"):
             meta, _, path = entry.partition("\t")
-            if entry:
-                entries[path] = _entry(name, meta, path)
-    entries.pop(FORMAT_PATH, None)
-    if kept is None or kept[0] != state:
-        _keep(store, name, state, entries)
+            line = _entry(name, meta, path) if entry else None
+            if line is not None:
+                entries.add(line)
+    _keep(store, name, state, entries)
     return entries
 
 
@@ -98,13 +100,22 @@ def _kind(mode: str) -> str:
     return {"160000": "commit", "040000": "tree"}.get(mode, "blob")
 
 
-def _entry(name: str, meta: str, path: str) -> str:
-    """One place of the state's tree as a ref line (`<ref> <commit>`); NotGitmail for anything but a message's."""
+def _ref_of(path: str) -> str | None:
+    """The ref a message's place in a state's tree (`<repo>/<folder>/<id[:2]>/<id>`) stands for."""
     parts = path.split("/")
-    if len(parts) == 4 and meta.startswith("160000 commit ") and parts[2] == parts[3][:2]:
-        return f"{ROOT}{parts[0]}/{parts[1]}/{parts[3]} {meta[14:]}"
+    if len(parts) == 4 and parts[2] == parts[3][:2]:
+        return f"{ROOT}{parts[0]}/{parts[1]}/{parts[3]}"
+    return None
+
+
+def _entry(name: str, meta: str, path: str) -> bytes | None:
+    """One place of the state's tree as a line (b"<commit> <ref>"); None for the format file, NotGitmail for
+    anything else but a message's."""
+    ref = _ref_of(path)
+    if ref is not None and meta.startswith("160000 commit "):
+        return f"{meta[14:]} {ref}".encode()
     if path == FORMAT_PATH:
-        return ""
+        return None
     raise NotGitmail(name, f"an entry of its state is not a message: {path!r}")
 
 
@@ -117,29 +128,31 @@ def forget(store: Store, name: str) -> None:
     _kept_path(store, name).unlink(missing_ok=True)
 
 
-def _kept(store: Store, name: str) -> tuple[str, dict[str, str]] | None:
+KEPT_FORM = "2"  # the kept listing's first line: this, a space and the state's id (older forms are listed anew)
+
+
+def _kept(store: Store, name: str) -> tuple[str, set[bytes]] | None:
     try:
-        text = _kept_path(store, name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        data = _kept_path(store, name).read_bytes()
+    except OSError:
         return None
-    head, _, rest = text.partition("\n")
-    if len(head) != 40 or not rest.endswith("\n"):
+    head, _, rest = data.partition(b"\n")
+    form, _, state = head.decode(errors="replace").partition(" ")
+    if form != KEPT_FORM or len(state) != 40 or not rest.endswith(b"end\n"):
         return None  # torn, or not one: listed whole
-    entries = {}
-    for line in rest.splitlines():
-        path, _, ref_line = line.partition("\t")
-        entries[path] = ref_line
-    return head, entries
+    entries = set(rest[: -len(b"end\n")].split(b"\n"))
+    entries.discard(b"")
+    return state, entries
 
 
-def _keep(store: Store, name: str, state: str, entries: dict[str, str]) -> None:
+def _keep(store: Store, name: str, state: str, entries: set[bytes]) -> None:
     """Kept whole or not at all, never synced to disk: losing it costs one full listing."""
     from gitmail.errors import Unwritable
     from gitmail.store.files import write_atomically
 
-    text = state + "\n" + "".join(f"{path}\t{line}\n" for path, line in entries.items())
+    text = b"\n".join([f"{KEPT_FORM} {state}".encode(), *entries, b"end\n"])
     try:
-        write_atomically(_kept_path(store, name), text.encode(), durable=False)
+        write_atomically(_kept_path(store, name), text, durable=False)
     except (OSError, Unwritable):
         return
 
@@ -204,19 +217,11 @@ def new_state(
     summary = f"gitmail sync from {here.name}: {len(additions)} new, {len(moves)} moved\n\nMachine: {here.field()}\n"
     flags = [f for p in parents for f in ("-p", p)]
     commit = store.git("commit-tree", tree, *flags, "-m", summary, env=identity).decode().strip()
-    entries = dict(there.places) if there.places is not None else {_path_of(line): line for line in there.lines}
-    for old, _ in moves:
-        entries.pop(state_path(old), None)
-    entries.update({state_path(p): f"{p.ref} {p.oid}" for p in [*additions, *(new for _, new in moves)]})
+    entries = set(there.listing)
+    entries.difference_update(f"{old.oid} {old.ref}".encode() for old, _ in moves)
+    entries.update(f"{p.oid} {p.ref}".encode() for p in [*additions, *(new for _, new in moves)])
     _keep(store, name, commit, entries)
     return commit
-
-
-def _path_of(line: str) -> str:
-    """Where a ref line (`refs/gitmail/<repo>/<folder>/<id> <commit>`) sits in a state's tree."""
-    ref = line[len(ROOT) : line.rfind(" ")]
-    folder, _, message_id = ref.rpartition("/")
-    return f"{folder}/{message_id[:2]}/{message_id}"
 
 
 def _carriers(store: Store, additions: Sequence[Located], identity: dict[str, str]) -> str | None:
