@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gitmail import mailbox
-from gitmail.store import machines
+from gitmail.store import machines, packing
 from gitmail.store.repository import Store
 from gitmail.sync import engine, remotes
 from gitmail.values.layout import ROOT
@@ -118,13 +118,13 @@ def seen(store: Store, oid: str) -> list[str]:
 
 def refs_and_files(store: Store) -> dict[str, object]:
     """The mailbox as far as a failed sync must leave it: every ref (its own and those sync keeps of the remote),
-    the config, gitmail's own files. Sync's bookkeeping (its lock, the record of each attempt, the repository it
-    fetches in, made on first use) is left out."""
+    the config, gitmail's own files. Sync's bookkeeping (its lock and the packing lock it holds, the record of each
+    attempt, the repository it fetches in, made on first use) is left out."""
     network = store.own_dir / "sync" / "fetch.git"
     own = {
         str(p.relative_to(store.path)): p.read_bytes()
         for p in sorted(store.own_dir.rglob("*"))
-        if p.is_file() and p.name != "lock" and store.own_dir / "sync" not in p.parents
+        if p.is_file() and p.name not in ("lock", packing.LOCK) and store.own_dir / "sync" not in p.parents
     }
     return {
         "refs": git(store.path, "for-each-ref", "--format=%(refname) %(objectname)"),

@@ -223,9 +223,7 @@ def sync(store: Store, remote: Remote, *, lock_fd: int) -> Outcome:
     sync lock (`sync_lock`)."""
     from gitmail.store import packing
 
-    if not (store.own_dir / packing.LOCK).exists():  # no packer has run here yet: none to wait for, nothing made
-        return _sync(store, remote, lock_fd=lock_fd)
-    with packing.held(store):
+    with packing.held(store):  # made here if no packer ran yet: one may start from a write while this syncs
         return _sync(store, remote, lock_fd=lock_fd)
 
 
