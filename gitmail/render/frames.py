@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gitmail.render.cards import PLAIN, Voice, card, drawn_size
+from gitmail.render.cards import PLAIN, Voice, card, drawn_size, least_size
 from gitmail.render.senders import vouched
 from gitmail.render.words import count, quote, size
 from gitmail.values import urgency as levels
@@ -91,6 +91,8 @@ def select(
             label = vouched(entry, claims)
             if m.machine is None:
                 labels[m.sender] = label
+        if per_card + least_size(entry, label, voice=voice) > room:
+            continue  # neither it nor its summary can fit: not drawn to be measured
         cost = per_card + drawn_size(entry, label, voice=voice)
         if cost > whole:  # cannot fit even alone: summarised
             cost = per_card + drawn_size(entry, label, summary=True, voice=voice)
