@@ -96,7 +96,7 @@ def least_size(entry: Entry, label: str, *, voice: Voice = PLAIN) -> int:
     return header + 1 + _REPLY + len(voice.command) + len(m.id) + done  # and a line of body, or its summary
 
 
-_HEADER = size("--- message " + " · ".join(["id ", "from \"\" ()", "subject \"\""]) + " · " * 2)
+_HEADER = size("--- message " + " · ".join(["id ", 'from "" ()', 'subject ""']) + " · " * 2)
 _DIRECTED, _BROADCAST = size('directed to ""'), size("broadcast")
 _WHEN = len("2025-01-01 00:00 ")  # `when` without a zone, the shortest it writes
 _REPLY = size('\nReply:  send --reply-to  --message "..."')
