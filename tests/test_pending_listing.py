@@ -187,3 +187,41 @@ def test_the_inbox_at_many_pending_lists_every_message_from_the_index(web: Path,
     assert text is not None and all(i in text for i in sent)
     shutil.rmtree(box.own_dir / pendingindex.FOLDER)
     assert read_inbox(box, repo="web", peek=True).text == text
+
+
+def test_notes_are_found_at_the_top_of_their_tree_or_fanned_out_as_when_every_place_is_asked(
+    box: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    places = [mailbox.send(box, sender="api", to="web", subject=f"m{n}") for n in range(6)]
+    oids = [str(p.oid) for p in places]
+    git = ["git", "--git-dir", str(box.path)]
+
+    def blob(text: str) -> str:
+        made = subprocess.run([*git, "hash-object", "-w", "--stdin"], input=text, capture_output=True, text=True)
+        return made.stdout.strip()
+
+    def tree(lines: list[str]) -> str:
+        return subprocess.run([*git, "mktree"], input="".join(lines), capture_output=True, text=True).stdout.strip()
+
+    def entry(kind: str, oid: str, name: str) -> str:
+        return f"{'100644 blob' if kind == 'blob' else '040000 tree'} {oid}\t{name}\n"
+
+    top = [entry("blob", blob(f"top {n}\n"), oid) for n, oid in enumerate(oids[:2])]
+    two = [entry("tree", tree([entry("blob", blob("two\n"), oids[2][2:])]), oids[2][:2])]
+    deep = tree([entry("blob", blob("deep\n"), oids[3][4:])])
+    three = [entry("tree", tree([entry("tree", deep, oids[3][2:4])]), oids[3][:2])]
+    commit = subprocess.run(
+        [*git, "commit-tree", "-m", "notes", tree(top + two + three)], capture_output=True, text=True
+    )
+    subprocess.run([*git, "update-ref", "refs/notes/test", commit.stdout.strip()], check=True)
+    found = box.notes("refs/notes/test", oids)
+    assert found == {
+        oids[0]: {"top 0"},
+        oids[1]: {"top 1"},
+        oids[2]: {"two"},
+        oids[3]: {"deep"},
+        oids[4]: set(),
+        oids[5]: set(),
+    }
+    monkeypatch.setattr(Store, "_note_tops", lambda self, notes: dict.fromkeys(notes))  # every place asked
+    assert box.notes("refs/notes/test", oids) == found
