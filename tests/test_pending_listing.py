@@ -223,5 +223,6 @@ def test_notes_are_found_at_the_top_of_their_tree_or_fanned_out_as_when_every_pl
         oids[4]: set(),
         oids[5]: set(),
     }
+    assert box.notes("refs/notes/absent", oids) == dict.fromkeys(oids, set())
     monkeypatch.setattr(Store, "_note_tops", lambda self, notes: dict.fromkeys(notes))  # every place asked
     assert box.notes("refs/notes/test", oids) == found

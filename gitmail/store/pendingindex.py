@@ -89,7 +89,7 @@ def _opened(own_dir: Path, prefix: str) -> tuple[dict[str, Record], Listing | No
     try:
         with open(path(own_dir, prefix), "rb") as handle:
             found_at = os.fstat(handle.fileno()).st_mtime_ns  # before any stamp this reader takes
-            found = marshal.load(handle)
+            found = marshal.loads(handle.read())  # marshal.load reads a file a few bytes at a time
     except (OSError, EOFError, ValueError, TypeError):
         return {}, None, 0
     if not (isinstance(found, tuple) and len(found) == 4 and found[0] == VERSION and found[1] == prefix):
@@ -108,7 +108,7 @@ def _listing(listing: object) -> bool:
     return (
         isinstance(since, int)
         and isinstance(stamp, tuple)
-        and all(isinstance(ref, str) and isinstance(oid, str) for ref, oid in listing[0].items())
+        and {*map(type, listing[0]), *map(type, listing[0].values())} <= {str}
         and all(
             isinstance(s, tuple) and len(s) == 3 and isinstance(s[0], str) and type(s[1]) is type(s[2]) is int
             for s in stamp
@@ -117,14 +117,14 @@ def _listing(listing: object) -> bool:
 
 
 def _whole(record: object) -> bool:
-    if not (isinstance(record, tuple) and len(record) == 9 and isinstance(record[7], bytes)):
+    """Whether a record read back is one `record_of` made (marshal reads back exact types, never a subclass)."""
+    if type(record) is not tuple or tuple(map(type, record)) not in _SHAPES:
         return False
-    parsed = record[8]
-    return (
-        record[3] == len(record[7])
-        and all(isinstance(field, str) for field in record[:3] + record[4:7])
-        and (parsed is None or (len(parsed) == 6 and all(isinstance(field, str) for field in parsed)))
-    )
+    return record[3] == len(record[7]) and (record[8] is None or tuple(map(type, record[8])) == _PARSED)
+
+
+_SHAPES = {(str, str, str, int, str, str, str, bytes, kind) for kind in (tuple, type(None))}
+_PARSED = (str,) * 6
 
 
 def save(own_dir: Path, prefix: str, records: Mapping[str, Record], listing: Listing | None = None) -> bool:

@@ -315,23 +315,29 @@ class Store:
         answers = iter(found[len(specs) :])
         lines: dict[str, dict[str, set[str]]] = {ref: {} for ref in notes}
         for (ref, oid), asked in zip(wanted, places, strict=True):
-            lines[ref][oid] = note_lines([next(answers) if spec else None for spec in asked])
+            lines[ref][oid] = note_lines([next(answers) if spec else None for spec in asked]) if asked else set()
         return found[: len(specs)], lines
 
     def _note_tops(self, notes: Mapping[str, Sequence[str]]) -> dict[str, set[bytes] | None]:
         """The names at the top of each notes ref's tree, where it is loose (a notes tree is written loose, and
-        read at each session start); None where it is not read here (every place of a note is asked then)."""
+        read at each session start), none where the ref or its tree is not there; None where it is not read here
+        (every place of a note is asked then)."""
         if self.kept is not None or sum(map(len, notes.values())) < 2 * len(notes):
             return {ref: None for ref in notes}
         trees = loose.read(self.path, [f"{ref}^{{tree}}" for ref in notes], damaged=self.damaged)
         return {
-            ref: loose.names(tree) if isinstance(tree, bytes) else None for ref, tree in zip(notes, trees, strict=True)
+            ref: loose.names(tree) if isinstance(tree, bytes) else set() if tree is None else None
+            for ref, tree in zip(notes, trees, strict=True)
         }
 
     @staticmethod
     def _note_places(ref: str, oid: str, tops: Mapping[str, set[bytes] | None]) -> list[str]:
-        """The NOTE_PLACES specs of a note, "" for each its tree's top rules out (it names nothing there)."""
-        top, specs = tops.get(ref), note_specs(ref, oid)
+        """The NOTE_PLACES specs of a note, "" for each its tree's top rules out (it names nothing there); none
+        when the top rules them all out."""
+        top = tops.get(ref)
+        if top is not None and oid.encode() not in top and oid[:2].encode() not in top:
+            return []
+        specs = note_specs(ref, oid)
         whole, fanned = specs[0], specs[1:NOTE_PLACES]
         if top is None:
             return [whole, *fanned]
