@@ -76,3 +76,18 @@ def test_what_is_chosen_is_what_measuring_every_card_chooses(
         measured = frames.select(mail, claims={}, budget=budget)
     assert chosen == measured
     assert 0 < len(chosen.directed) + len(chosen.broadcasts) < 120
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "plain", 'a "quoted" \\ back', "tab\tnew\nline\x00\x1b[31m", "é 日本 🎉", "\u202e\u200b\u2028", "\ud800"],
+)
+def test_a_quoted_text_is_json_dumps_to_the_character(text: str) -> None:
+    import json
+
+    from gitmail.render.words import _escapes, quote
+
+    expected = json.dumps(text, ensure_ascii=False)
+    if not (expected.isascii() and expected.isprintable()):
+        expected = expected.translate(_escapes("json"))
+    assert quote(text) == expected
