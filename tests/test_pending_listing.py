@@ -226,3 +226,20 @@ def test_notes_are_found_at_the_top_of_their_tree_or_fanned_out_as_when_every_pl
     assert box.notes("refs/notes/absent", oids) == dict.fromkeys(oids, set())
     monkeypatch.setattr(Store, "_note_tops", lambda self, notes: dict.fromkeys(notes))  # every place asked
     assert box.notes("refs/notes/test", oids) == found
+
+
+def test_the_refs_of_a_folder_are_located_as_each_ref_alone_is() -> None:
+    from gitmail.values.layout import locate, located_in
+
+    oid = "ab" * 20
+    for prefix in ("refs/gitmail/web/inbox/", "refs/gitmail/_broadcast/active/", "refs/gitmail/web/active/"):
+        listing = {
+            f"{prefix}7ygxn9bm6w": oid,
+            f"{prefix}not-an-id": oid,
+            f"{prefix}7ygxn9bm6x": "not an oid",
+            f"{prefix}sub/7ygxn9bm6y": oid,
+            "refs/gitmail/api/inbox/7ygxn9bm6z": oid,
+        }
+        expected = [p for ref, o in listing.items() if (p := locate(ref, o))]
+        assert located_in(prefix, listing) == expected
+        assert len(expected) == (2 if prefix != "refs/gitmail/web/active/" else 1)

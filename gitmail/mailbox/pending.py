@@ -18,7 +18,7 @@ from gitmail.values.layout import (
     Located,
     State,
     inbox_prefix,
-    locate,
+    located_in,
     state_prefix,
 )
 from gitmail.values.machine import Machine
@@ -88,8 +88,12 @@ def _folders(store: Store, prefixes: Sequence[str]) -> dict[str, pendingindex.Fo
 
 def _places(folders: Mapping[str, pendingindex.Folder]) -> list[Located]:
     """The message refs of these folders, in git's order (as Store.refs lists them); foreign refs are ignored."""
-    listed = sorted({ref: oid for folder in folders.values() for ref, oid in folder.refs.items()}.items())
-    return [p for ref, oid in listed if (p := locate(ref, oid))]
+    places = [place for prefix, folder in folders.items() for place in located_in(prefix, folder.refs)]
+    return sorted(places, key=_ref)
+
+
+def _ref(place: Located) -> str:
+    return place.ref
 
 
 def _pending(
@@ -121,7 +125,8 @@ def _pending(
     shown = frozenset(  # what this machine has receipted: one from another machine still wants this one's
         p.id
         for p in receipted_places
-        if receipts.delivered(
+        if noted[RECEIPTS_NOTES][p.oid]  # no note, no receipt: most pending mail was never shown
+        and receipts.delivered(
             receipts.written_on(receipts.parse(noted[RECEIPTS_NOTES][p.oid]), here, made_up[p.oid]),
             str(p.recipient or me),
         )
