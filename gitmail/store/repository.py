@@ -319,9 +319,8 @@ class Store:
         return found[: len(specs)], lines
 
     def _note_tops(self, notes: Mapping[str, Sequence[str]]) -> dict[str, set[bytes] | None]:
-        """The names at the top of each notes ref's tree, where it is loose (a notes tree is written loose, and
-        read at each session start), none where the ref or its tree is not there; None where it is not read here
-        (every place of a note is asked then)."""
+        """The names at the top of each notes ref's tree where it is loose (as notes are written), none where it is
+        not there; None where it is not read here (every place of a note is asked then)."""
         if self.kept is not None or sum(map(len, notes.values())) < 2 * len(notes):
             return {ref: None for ref in notes}
         trees = loose.read(self.path, [f"{ref}^{{tree}}" for ref in notes], damaged=self.damaged)
@@ -332,16 +331,14 @@ class Store:
 
     @staticmethod
     def _note_places(ref: str, oid: str, tops: Mapping[str, set[bytes] | None]) -> list[str]:
-        """The NOTE_PLACES specs of a note, "" for each its tree's top rules out (it names nothing there); none
-        when the top rules them all out."""
-        top = tops.get(ref)
-        if top is not None and oid.encode() not in top and oid[:2].encode() not in top:
-            return []
-        specs = note_specs(ref, oid)
-        whole, fanned = specs[0], specs[1:NOTE_PLACES]
+        """The NOTE_PLACES specs of a note, "" where its tree's top rules one out (it names nothing there); none
+        when it rules them all out."""
+        top, whole, fanned = tops.get(ref), oid.encode(), oid[:2].encode()
         if top is None:
-            return [whole, *fanned]
-        return [whole if oid.encode() in top else "", *(f if oid[:2].encode() in top else "" for f in fanned)]
+            return note_specs(ref, oid)[:NOTE_PLACES]
+        if whole not in top and fanned not in top:
+            return []
+        return [s if (whole if n == 0 else fanned) in top else "" for n, s in enumerate(note_specs(ref, oid))]
 
     def notes(self, ref: str, oids: Sequence[str], *, limit: int | None = None) -> dict[str, set[str]]:
         """The lines of the note this notes ref holds on each of these commits (an empty set where there is none)."""
