@@ -96,7 +96,9 @@ def parsed(
             if message is None:
                 kept = here.store.kept
                 message = kept.made_of("message", place.oid, partial(parse, document)) if kept else parse(document)
-            message = message._replace(machine=here.machine_of(message.id, message.machine))
+            machine = here.machine_of(message.id, message.machine)
+            if machine is not message.machine:  # most mail was written here: nothing to replace
+                message = message._replace(machine=machine)
             if message.machine is not None:
                 elsewhere.append((len(entries), place))
             entries.append(Entry(message, place.state, place.oid, place.recipient))

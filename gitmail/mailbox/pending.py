@@ -18,6 +18,7 @@ from gitmail.values.layout import (
     Located,
     State,
     inbox_prefix,
+    located_in,
     state_prefix,
 )
 from gitmail.values.machine import Machine
@@ -58,8 +59,12 @@ def pending(
     if not store.exists():
         return Pending(me)
     store.finish_interrupted(deadline or Deadline(timeout))
-    places = store.refs(inbox_prefix(me), *(inbox_prefix(name) for name in also), state_prefix(State.BROADCAST))
+    prefixes = [inbox_prefix(me), *(inbox_prefix(name) for name in also), state_prefix(State.BROADCAST)]
     receipted = store.flag("receipts")
+    if store.kept is None and not store.old_names:
+        folders = _folders(store, prefixes)  # the refs as the pending index vouches for them, or as listed now
+        return _pending(store, me, _places(folders), receipted, folders)[0]
+    places = store.refs(*prefixes)
     if store.kept is None:
         return _pending(store, me, places, receipted)[0]
     # A long-lived reader: the same refs, notes and machine files are the same mail (what was read is kept, kept.py).
@@ -76,30 +81,52 @@ def _whole(made: tuple[Pending, bool]) -> bool:
     return made[1]
 
 
-def _pending(store: Store, me: RepoName, places: Sequence[Located], receipted: bool) -> tuple[Pending, bool]:
+def _folders(store: Store, prefixes: Sequence[str]) -> dict[str, pendingindex.Folder]:
+    """Each folder's records and refs (pendingindex.read: its listing while the folder's stamp holds)."""
+    return {prefix: pendingindex.read(store.own_dir, store.path, prefix) for prefix in dict.fromkeys(prefixes)}
+
+
+def _places(folders: Mapping[str, pendingindex.Folder]) -> list[Located]:
+    """The message refs of these folders, in git's order (as Store.refs lists them); foreign refs are ignored."""
+    places = [place for prefix, folder in folders.items() for place in located_in(prefix, folder.refs)]
+    return sorted(places, key=_ref)
+
+
+def _ref(place: Located) -> str:
+    return place.ref
+
+
+def _pending(
+    store: Store,
+    me: RepoName,
+    places: Sequence[Located],
+    receipted: bool,
+    folders: Mapping[str, pendingindex.Folder] | None = None,
+) -> tuple[Pending, bool]:
     """The pending mail, and whether it may be kept: every document read whole, and none from another machine
-    (whose verdict depends on the keys this machine accepts)."""
+    (whose verdict depends on the keys this machine accepts). `folders`: what the pending index had of them."""
     damaged = len(store.damaged)
     receipted_places = places if receipted else []
     notes = {
         SEEN_NOTES: [p.oid for p in places if p.state is State.BROADCAST],
         RECEIPTS_NOTES: [p.oid for p in receipted_places],
     }
-    held = _indexed(store, places)
+    held = _indexed(store, places) if folders is None else {p: f.records for p, f in folders.items()}
     indexed = {oid: record for records in held.values() for oid, record in records.items()}
     specs = [f"{p.oid}:{DOCUMENT_NAME}" for p in places if p.oid not in indexed]
     read, noted = store.read_with_notes(specs, notes, limit=MAX_DOCUMENT_BYTES)  # nothing larger is read
     documents = _documents(places, indexed, read)
     known = {oid: message for oid, record in indexed.items() if (message := _message(record)) is not None}
     entries, unreadable = parsed(places, documents, Here(store), known=known)
-    _index(store, held, places, documents)
+    _index(store, held, places, documents, folders or {})
     seen = noted[SEEN_NOTES]
     here = _local_id(store) if receipted_places else None
     made_up = syncedreceipts.load(store)  # what sync brought in claiming this machine's showings
     shown = frozenset(  # what this machine has receipted: one from another machine still wants this one's
         p.id
         for p in receipted_places
-        if receipts.delivered(
+        if noted[RECEIPTS_NOTES][p.oid]  # no note, no receipt: most pending mail was never shown
+        and receipts.delivered(
             receipts.written_on(receipts.parse(noted[RECEIPTS_NOTES][p.oid]), here, made_up[p.oid]),
             str(p.recipient or me),
         )
@@ -163,16 +190,19 @@ def _index(
     held: Mapping[str, Mapping[str, pendingindex.Record]],
     places: Sequence[Located],
     documents: Sequence[bytes | None],
+    folders: Mapping[str, pendingindex.Folder],
 ) -> None:
     """Mend the pending index where it disagreed with the refs: add what was read from objects (and parses), drop
-    what no ref names any more. A mailbox this process cannot write keeps its index as it is."""
-    if not places or store.old_names or not store.writable():
+    what no ref names any more, keep a listing of the refs made anew. A mailbox this process cannot write keeps
+    its index as it is."""
+    if store.old_names or not (places or any(f.fresh and f.found for f in folders.values())) or not store.writable():
         return
-    by_prefix: dict[str, list[tuple[Located, bytes | None]]] = {}
+    by_prefix: dict[str, list[tuple[Located, bytes | None]]] = {p: [] for p, f in folders.items() if f.found}
     for place, document in zip(places, documents, strict=True):
         by_prefix.setdefault(_prefix(place), []).append((place, document))
     for prefix, found in by_prefix.items():
         records = held.get(prefix, {})
+        folder = folders.get(prefix)
         added: dict[str, pendingindex.Record] = {}
         for place, document in found:
             if place.oid not in records and document is not None:
@@ -180,7 +210,8 @@ def _index(
                     added[str(place.oid)] = pendingindex.record_of(parse(document), document)
                 except BadDocument:
                     continue  # named unreadable each time, as without an index
-        pendingindex.kept(store.own_dir, prefix, records, [p.oid for p, _ in found], added)
+        listing, fresh = (folder.listing, folder.fresh) if folder is not None else (None, False)
+        pendingindex.kept(store.own_dir, prefix, records, [p.oid for p, _ in found], added, listing, fresh)
 
 
 def record_shown(

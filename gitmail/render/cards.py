@@ -85,6 +85,24 @@ def drawn_size(entry: Entry, label: str, *, summary: bool = False, voice: Voice 
 _sizes: dict[tuple[int, bool], tuple[Message, object, str, Voice, int]] = {}
 
 
+def least_size(entry: Entry, label: str, *, voice: Voice = PLAIN) -> int:
+    """A bound from below on the UTF-8 size of the message's card, whole or summarised (without its state), from
+    lengths alone: a card that cannot fit by this much is not drawn to be measured. Each text `_draw` quotes or
+    escapes only grows, and a character takes at least one byte."""
+    m = entry.message
+    kind = _DIRECTED + len(m.address) if not m.is_broadcast else _BROADCAST
+    done = _DONE + len(voice.command) + len(m.id) if not m.is_broadcast else 0
+    header = _HEADER + len(m.id) + kind + len(m.sender) + len(label) + _WHEN + len(m.subject)
+    return header + 1 + _REPLY + len(voice.command) + len(m.id) + done  # and a line of body, or its summary
+
+
+_HEADER = size("--- message " + " · ".join(["id ", 'from "" ()', 'subject ""']) + " · " * 2)
+_DIRECTED, _BROADCAST = size('directed to ""'), size("broadcast")
+_WHEN = len("2025-01-01 00:00 ")  # `when` without a zone, the shortest it writes
+_REPLY = size('\nReply:  send --reply-to  --message "..."')
+_DONE = size("\nDone:   done ")
+
+
 def _draw(entry: Entry, label: str, summary: bool, state: bool, voice: Voice) -> str:
     m = entry.message
     kind = "broadcast" if m.is_broadcast else f"directed to {quote(m.address)}"

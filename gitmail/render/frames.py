@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gitmail.render.cards import PLAIN, Voice, card, drawn_size
+from gitmail.render.cards import PLAIN, Voice, drawn, drawn_size, least_size
 from gitmail.render.senders import vouched
 from gitmail.render.words import count, quote, size
 from gitmail.values import urgency as levels
@@ -85,12 +85,9 @@ def select(
     summarised: set[str] = set()
     labels: dict[str, str] = {}  # the label of each sender of mail written here (it depends on the sender alone)
     for entry in everything:
-        m = entry.message
-        label = labels.get(m.sender) if m.machine is None else None
-        if label is None:
-            label = vouched(entry, claims)
-            if m.machine is None:
-                labels[m.sender] = label
+        label = _label(entry, claims, labels)
+        if per_card + least_size(entry, label, voice=voice) > room:
+            continue  # neither it nor its summary can fit: not drawn to be measured
         cost = per_card + drawn_size(entry, label, voice=voice)
         if cost > whole:  # cannot fit even alone: summarised
             cost = per_card + drawn_size(entry, label, summary=True, voice=voice)
@@ -133,10 +130,23 @@ def framing(
     shown = shown or Selection(mail.directed, mail.broadcasts)
     entries = in_order([*shown.directed, *shown.broadcasts])
     lines = [_head(mail, shown.directed, shown.broadcasts, here, note, voice)]
+    labels: dict[str, str] = {}
     for position, entry in enumerate(entries, 1):
-        text = card(entry, claims=claims, summary=entry.message.id in shown.summarised, voice=voice)
+        text = drawn(entry, _label(entry, claims, labels), summary=entry.message.id in shown.summarised, voice=voice)
         lines += ["", text.replace("--- message ", f"--- message {position} of {len(entries)}: ", 1)]
     return "\n".join(lines) + "\n"
+
+
+def _label(entry: Entry, claims: Mapping[str, str], labels: dict[str, str]) -> str:
+    """The sender's label (senders.vouched), looked up once a sender for mail written here: it depends on the
+    sender alone, and finding it looks at the disk."""
+    m = entry.message
+    if m.machine is not None:
+        return vouched(entry, claims)
+    label = labels.get(m.sender)
+    if label is None:
+        label = labels[m.sender] = vouched(entry, claims)
+    return label
 
 
 def notice(repo: str, number: int, *, voice: Voice = PLAIN, nudge: bool = False) -> str:

@@ -32,7 +32,7 @@ _CLAIM_WORDS = (
 
 def speaks_for_the_user(text: str) -> bool:
     folded = text.casefold()
-    if not any(word in folded for word in _CLAIM_WORDS):
+    if not any(map(folded.__contains__, _CLAIM_WORDS)):
         return False
     return _speaks_for_the_user().search(text) is not None
 

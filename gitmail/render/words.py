@@ -76,8 +76,11 @@ def dumps(value: Any) -> str:
 def quote(text: str) -> str:
     """A JSON string literal that stays on one line and shows control and invisible characters instead of obeying
     or hiding them."""
-    quoted = json.dumps(str(text), ensure_ascii=False)
+    quoted = _encode(str(text))  # json.dumps(text, ensure_ascii=False) to the byte, without making an encoder
     return quoted if quoted.isascii() and quoted.isprintable() else quoted.translate(_escapes("json"))
+
+
+_encode = json.encoder.encode_basestring
 
 
 def count(n: int, noun: str) -> str:

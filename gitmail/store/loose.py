@@ -255,6 +255,14 @@ def _in_index(data: bytes, want: bytes) -> bool:
     return False
 
 
+def names(tree: bytes) -> set[bytes] | None:
+    """The names of a tree's entries, as `_entries` reads them; None for one that does not parse."""
+    try:
+        return set(_entries(tree))
+    except ValueError:
+        return None
+
+
 def _entries(tree: bytes) -> dict[bytes, str]:
     """A tree's entries: name -> id."""
     found = {}

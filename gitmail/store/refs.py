@@ -115,11 +115,68 @@ def _loose_refs(mailbox: Path, prefix: str) -> dict[str, str]:
     loose: dict[str, str] = {}
     folder = mailbox / prefix
     if folder.is_dir():
+        start = len(str(folder)) + 1  # the ref's name below the folder: its path past the folder's (as relpath)
         for path in _files(folder):
             oid = _loose(path)
             if oid is not None:
-                loose[prefix + os.path.relpath(path, folder).replace(os.sep, "/")] = oid
+                loose[prefix + path[start:].replace(os.sep, "/")] = oid
     return loose
+
+
+# A folder's stamp: (path, inode, modification time in ns) of packed-refs and of every folder of loose refs under
+# it, (path, -1, -1) where one is not there. git and libgit2 write a ref file by renaming a finished file into
+# place, remove one by unlinking it, and packed-refs by renaming a whole new file over it: each changes a folder's
+# entries, so its time, or packed-refs' inode and time. A change within the clock's granularity of the last one may
+# leave the time as it was: a stamp vouches for a listing only once every time in it is older than a moment seen
+# before the stamp was taken, by more than any file system's granularity (`RACY`; git's "racy" entries).
+Stamp = tuple[tuple[str, int, int], ...]
+RACY = 3_000_000_000  # ns: FAT keeps times to 2 s, most others to the ns, with a clock tick of a few ms
+
+
+def listing_stamped(mailbox: Path, prefix: str) -> tuple[dict[str, str], Stamp]:
+    """`listing(mailbox, prefix)`, and the folder's stamp, taken before it was read: a ref written while it was
+    read changes what the stamp names (see `unchanged`)."""
+    folder = str(mailbox / prefix)
+    stamps = [_stat(str(mailbox / "packed-refs"))]
+    pending = [folder]
+    found: dict[str, str] = {}
+    while pending:
+        here = pending.pop()
+        stamps.append(_stat(here))  # before its entries are read
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.endswith(".lock"):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+            elif entry.is_file(follow_symlinks=False) and (oid := _loose(entry.path)) is not None:
+                found[prefix + entry.path[len(folder) + 1 :].replace(os.sep, "/")] = oid
+    packed = _Packed(mailbox / "packed-refs")
+    try:
+        listed = dict(packed.under(prefix))
+    finally:
+        packed.close()
+    listed.update(found)  # a loose file overrides a packed line of the same ref
+    return listed, tuple(stamps)
+
+
+def unchanged(stamp: Stamp, before: int) -> bool:
+    """Whether nothing a stamp names has changed since it was taken, as far as it can tell: each is as it was, and
+    each time in it older by RACY than `before` (a file time, in ns, read before the stamp was taken)."""
+    return bool(stamp) and all(
+        (mtime < before - RACY or mtime == -1) and _stat(path) == (path, inode, mtime) for path, inode, mtime in stamp
+    )
+
+
+def _stat(path: str) -> tuple[str, int, int]:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return (path, -1, -1)
+    return (path, status.st_ino, status.st_mtime_ns)
 
 
 def first(mailbox: Path, prefix: str, accept: Callable[[str, str], bool]) -> tuple[str, str] | None:

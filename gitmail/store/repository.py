@@ -311,12 +311,35 @@ class Store:
         """`read(specs)` and, in the same read, the lines of the note each notes ref (a key of `notes`) holds on
         each of its commits (its value): `{notes ref: {commit: lines}}`, an empty set where there is none."""
         wanted = [(ref, oid) for ref, oids in notes.items() for oid in dict.fromkeys(oids)]
-        found = self.read([*specs, *(spec for ref, oid in wanted for spec in note_specs(ref, oid))], limit=limit)
+        places = [self._note_places(ref, oid, tops) for tops in [self._note_tops(notes)] for ref, oid in wanted]
+        found = self.read([*specs, *(spec for asked in places for spec in asked if spec)], limit=limit)
+        answers = iter(found[len(specs) :])
         lines: dict[str, dict[str, set[str]]] = {ref: {} for ref in notes}
-        for number, (ref, oid) in enumerate(wanted):
-            start = len(specs) + NOTE_PLACES * number
-            lines[ref][oid] = note_lines(found[start : start + NOTE_PLACES])
+        for (ref, oid), asked in zip(wanted, places, strict=True):
+            lines[ref][oid] = note_lines([next(answers) if spec else None for spec in asked]) if asked else set()
         return found[: len(specs)], lines
+
+    def _note_tops(self, notes: Mapping[str, Sequence[str]]) -> dict[str, set[bytes] | None]:
+        """The names at the top of each notes ref's tree where it is loose (as notes are written), none where it is
+        not there; None where it is not read here (every place of a note is asked then)."""
+        if self.kept is not None or sum(map(len, notes.values())) < 2 * len(notes):
+            return {ref: None for ref in notes}
+        trees = loose.read(self.path, [f"{ref}^{{tree}}" for ref in notes], damaged=self.damaged)
+        return {
+            ref: loose.names(tree) if isinstance(tree, bytes) else set() if tree is None else None
+            for ref, tree in zip(notes, trees, strict=True)
+        }
+
+    @staticmethod
+    def _note_places(ref: str, oid: str, tops: Mapping[str, set[bytes] | None]) -> list[str]:
+        """The NOTE_PLACES specs of a note, "" where its tree's top rules one out (it names nothing there); none
+        when it rules them all out."""
+        top, whole, fanned = tops.get(ref), oid.encode(), oid[:2].encode()
+        if top is None:
+            return note_specs(ref, oid)[:NOTE_PLACES]
+        if whole not in top and fanned not in top:
+            return []
+        return [s if (whole if n == 0 else fanned) in top else "" for n, s in enumerate(note_specs(ref, oid))]
 
     def notes(self, ref: str, oids: Sequence[str], *, limit: int | None = None) -> dict[str, set[str]]:
         """The lines of the note this notes ref holds on each of these commits (an empty set where there is none)."""

@@ -97,19 +97,44 @@ def locate(ref: str, oid: str) -> Located | None:
     """Where a ref of this name holding `oid` says a message is; None for a ref that is not a message's, or holds
     no object id."""
     parts = ref[len(ROOT) :].split("/") if ref.startswith(ROOT) else []
-    if len(parts) != 3 or not ID_PATTERN.fullmatch(parts[2]) or parts[1] not in _STATE_OF_FOLDER:
+    if len(parts) != 3 or not ID_PATTERN.fullmatch(parts[2]):
         return None
+    folder = _folder(parts[0], parts[1])
     commit = ObjectId.of(oid)
-    if commit is None:
+    if folder is None or commit is None:
         return None
-    state = _STATE_OF_FOLDER[parts[1]]
-    if (parts[0] == "_broadcast") != (state in (State.BROADCAST, State.RETRACTED)):
+    return Located(ref=ref, oid=commit, id=parts[2], state=folder[0], recipient=folder[1])
+
+
+def located_in(prefix: str, refs: dict[str, str]) -> list[Located]:
+    """`locate` of each of these refs (ref -> what it holds), all in the folder `prefix` ("refs/gitmail/web/inbox/"):
+    what the folder's part of a name says is read once for them all. In the order given; foreign refs left out."""
+    parts = prefix[len(ROOT) :].split("/") if prefix.startswith(ROOT) else []
+    folder = _folder(parts[0], parts[1]) if len(parts) == 3 and not parts[2] else None
+    if folder is None:
+        return [p for ref, oid in refs.items() if (p := locate(ref, oid))]
+    state, recipient = folder
+    start, found = len(prefix), []
+    for ref, oid in refs.items():
+        name = ref[start:]
+        commit = ObjectId.of(oid)
+        if commit is not None and ref.startswith(prefix) and "/" not in name and ID_PATTERN.fullmatch(name):
+            found.append(Located(ref=ref, oid=commit, id=name, state=state, recipient=recipient))
+        elif (place := locate(ref, oid)) is not None:  # not a message of this folder after all: as locate says
+            found.append(place)
+    return found
+
+
+def _folder(owner: str, kind: str) -> tuple[State, RepoName | None] | None:
+    """The state and recipient of the messages in the folder refs/gitmail/<owner>/<kind>/; None for one that holds
+    no messages."""
+    state = _STATE_OF_FOLDER.get(kind)
+    if state is None or (owner == "_broadcast") != (state in (State.BROADCAST, State.RETRACTED)):
         return None
     try:
-        recipient = None if parts[0] == "_broadcast" else repo_of_component(parts[0])
+        return state, None if owner == "_broadcast" else repo_of_component(owner)
     except UsageError:
         return None
-    return Located(ref=ref, oid=commit, id=parts[2], state=state, recipient=recipient)
 
 
 def is_message_ref(ref: str) -> bool:
