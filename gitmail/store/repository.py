@@ -23,7 +23,7 @@ from gitmail.store.location import MAILBOX_ENV, OWN_DIR, default_path
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.ownership import check_ownership, check_private
-from gitmail.values.layout import NOTE_PLACES, ROOT, Located, locate, note_lines, note_specs
+from gitmail.values.layout import ROOT, Located, locate, note_lines, note_places
 from gitmail.values.names import RepoName, first_format_ref, from_address, nfd
 
 TYPE_CHECKING = False
@@ -311,7 +311,7 @@ class Store:
         """`read(specs)` and, in the same read, the lines of the note each notes ref (a key of `notes`) holds on
         each of its commits (its value): `{notes ref: {commit: lines}}`, an empty set where there is none."""
         wanted = [(ref, oid) for ref, oids in notes.items() for oid in dict.fromkeys(oids)]
-        places = [self._note_places(ref, oid, tops) for tops in [self._note_tops(notes)] for ref, oid in wanted]
+        places = [note_places(ref, oid, tops.get(ref)) for tops in [self._note_tops(notes)] for ref, oid in wanted]
         found = self.read([*specs, *(spec for asked in places for spec in asked if spec)], limit=limit)
         answers = iter(found[len(specs) :])
         lines: dict[str, dict[str, set[str]]] = {ref: {} for ref in notes}
@@ -329,17 +329,6 @@ class Store:
             ref: loose.names(tree) if isinstance(tree, bytes) else set() if tree is None else None
             for ref, tree in zip(notes, trees, strict=True)
         }
-
-    @staticmethod
-    def _note_places(ref: str, oid: str, tops: Mapping[str, set[bytes] | None]) -> list[str]:
-        """The NOTE_PLACES specs of a note, "" where its tree's top rules one out (it names nothing there); none
-        when it rules them all out."""
-        top, whole, fanned = tops.get(ref), oid.encode(), oid[:2].encode()
-        if top is None:
-            return note_specs(ref, oid)[:NOTE_PLACES]
-        if whole not in top and fanned not in top:
-            return []
-        return [s if (whole if n == 0 else fanned) in top else "" for n, s in enumerate(note_specs(ref, oid))]
 
     def notes(self, ref: str, oids: Sequence[str], *, limit: int | None = None) -> dict[str, set[str]]:
         """The lines of the note this notes ref holds on each of these commits (an empty set where there is none)."""

@@ -187,6 +187,17 @@ def note_specs(notes_ref: str, oid: str) -> list[str]:
     return [f"{notes_ref}:{oid}", f"{notes_ref}:{oid[:2]}/{oid[2:]}", f"{notes_ref}:{oid[:2]}/{oid[2:4]}/{oid[4:]}"]
 
 
+def note_places(notes_ref: str, oid: str, top: set[bytes] | None) -> list[str]:
+    """The NOTE_PLACES specs of a note, "" where the names at the top of its notes tree (`top`; None when they were
+    not read) rule one out; none when they rule them all out."""
+    whole, fanned = oid.encode(), oid[:2].encode()
+    if top is None:
+        return note_specs(notes_ref, oid)[:NOTE_PLACES]
+    if whole not in top and fanned not in top:
+        return []
+    return [s if (whole if n == 0 else fanned) in top else "" for n, s in enumerate(note_specs(notes_ref, oid))]
+
+
 def note_lines(notes: Sequence[bytes | None]) -> set[str]:
     """The lines of the first note found among the places `note_specs` names."""
     text = next((n for n in notes if n is not None), b"")
