@@ -107,14 +107,13 @@ kept_answer() {
         printf '%s\n' "$quiet" >"$shown.stamps" &&
         printf '%s\n' "$dir" >"$shown.top"; } 2>/dev/null &&
         { [ ! -e "$kept.due" ] || [ "$kept.due" -nt "$shown.json" ]; } &&
-        live && { [ ! -s "$kept.recording" ] || recorded; } && { [ -s "$kept.out" ] || exit 0; } &&
-        LC_ALL=C exec cat "$kept.out" # the shell's last step: cat in its place, not a fork waited for
+        live && { [ ! -s "$kept.out" ] || LC_ALL=C cat "$kept.out"; } && { [ ! -s "$kept.recording" ] || recorded; } && exit 0
 
 }
 
-# The receipts of what the kept answer shows this session, written by Python in a process of its own with its
-# standard streams closed, which nothing waits for (started just before the answer is printed: a Python start
-# takes far longer than printing it).
+# The receipts of what the kept answer showed this session, written once the host has its answer (started before
+# it, the Python competes with printing it for the processor): by Python, in a process of its own with its
+# standard streams closed, which nothing waits for.
 recorded() {
     command -v "$python" >/dev/null 2>&1 || return 0
     # A job of a shell that exits at once: nothing waits for it, and it outlives the shell (one fork, not two).
