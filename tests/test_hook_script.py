@@ -483,6 +483,26 @@ def test_a_start_never_shows_less_than_was_written_before_it_began(web: Path, ap
         assert not missing, (missing, answer[:200])
 
 
+def test_an_answer_made_from_older_mail_never_replaces_one_made_from_newer(web: Path, api: Path, box: Store) -> None:
+    """Two writers of one work tree's answer finishing out of order (the one that read the mail first, last): it
+    writes nothing, so a start that read the newer key never prints the older answer beside it."""
+    from gitmail.store import stamps, startcache
+    from tests.conftest import run_gitmail
+
+    box.create()
+    hook("session-start", web, session="one")
+    older = startcache.key(box.path, stamps.read(box.path, RepoName("web")), watch=False)
+    sent = run_gitmail("send", "--to", "web", "-s", "news", "-m", "hello", cwd=api).stdout.strip()
+    wait_until(lambda: kept_is_fresh(box, web), "the answer to be made again")
+    tree = hookfiles.tree_name(str(web))
+    assert tree is not None
+    files = hookfiles.kept(box.path, "claude", tree)
+    before = (files.key.read_bytes(), files.answer.read_bytes())
+    startcache.keep(box.path, "claude", web, key=older, record={}, answer={"made": "from the older mail"})
+    assert (files.key.read_bytes(), files.answer.read_bytes()) == before
+    assert sent in hook("session-start", web, session="two")
+
+
 def test_a_kept_answer_never_shows_a_session_its_own_mail(web: Path, box: Store) -> None:
     from tests.conftest import run_gitmail
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from gitmail.store import hookfiles, stamps
-from gitmail.store.files import write_atomically
+from gitmail.store.files import read_line, write_atomically
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,7 +48,9 @@ def keep(
     repository), Python answers again. `quiet`: the quiet line (hookfiles.quiet_line) hook.sh gives the session it
     answers, on the key's third line. `recording`: the repository's ref and the ids of the mail the answer shows for
     the first time, whose receipts the process hook.sh starts once it answered writes (none: nothing to write). Two
-    writers of one work tree's answer take turns (a lock beside it), so a key never pairs with another's answer."""
+    writers of one work tree's answer take turns (a lock beside it), so a key never pairs with another's answer, and
+    one whose key's stamps no longer hold writes nothing: made from older mail, it must not replace an answer made
+    from newer (hook.sh reads the key, then the answer, without the lock)."""
     tree = hookfiles.tree_name(str(top))
     if tree is None:
         return  # a path hook.sh cannot spell: every start there is answered by Python
@@ -60,6 +62,8 @@ def keep(
         return
     try:
         fcntl.flock(turn, fcntl.LOCK_EX)
+        if not key.startswith(_made_now(mailbox, key)):
+            return  # the mail changed since it was read: the change's own answer, made after it, is the one to keep
         files.key.unlink(missing_ok=True)  # no reader pairs the old key with the new files
         receipts = files.recording
         if recording:
@@ -81,6 +85,13 @@ def keep(
         return
     finally:
         os.close(turn)
+
+
+def _made_now(mailbox: Path, key: str) -> str:
+    """The beginning of a key made now for the repository `key` names: its stamps and the claims' stamp."""
+    ref = key.split(":", 1)[0]
+    mine, everyone = (read_line(hookfiles.stamp_file(mailbox, name)) for name in (ref, None))
+    return f"{hookfiles.stamps_line(ref, mine, everyone)}:{stamps.claims(mailbox)}:"
 
 
 def forget_all(mailbox: Path) -> None:
