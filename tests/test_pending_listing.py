@@ -243,3 +243,15 @@ def test_the_refs_of_a_folder_are_located_as_each_ref_alone_is() -> None:
         expected = [p for ref, o in listing.items() if (p := locate(ref, o))]
         assert located_in(prefix, listing) == expected
         assert len(expected) == (2 if prefix != "refs/gitmail/web/active/" else 1)
+
+
+def test_a_copy_of_a_mailbox_never_takes_the_originals_folders_for_its_own(box: Store, tmp_path: Path) -> None:
+    """The stamp names the mailbox's own paths: a copy (a backup restored, a mailbox moved to another disk) whose
+    original still stands lists its own refs, and shows mail sent to it alone."""
+    first = mailbox.send(box, sender="api", to="web", subject="first").message.id
+    settle(box)
+    copy = Store(tmp_path / "copy.git")
+    shutil.copytree(box.path, copy.path, symlinks=True)
+    second = mailbox.send(copy, sender="api", to="web", subject="to the copy").message.id
+    assert pending_ids(copy) == [first, second]
+    assert pending_ids(box) == [first]

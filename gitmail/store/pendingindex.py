@@ -42,7 +42,7 @@ else:
     from gitmail.values.tuples import NamedTuple
 
 FOLDER = "pending"  # in the mailbox's own folder: one file per folder of refs
-VERSION = 2
+VERSION = 3
 # A record: (id, date as ISO text, urgency, size of the document, sender, subject, session it is for or "",
 # document, and the rest of the message as its document parses: (to, body, reply-to, machine field, from-session,
 # to-handle), each "" for none; None for a message whose document must be parsed to read it (one with attachments)
@@ -78,7 +78,7 @@ def read(own_dir: Path, mailbox: Path, prefix: str) -> Folder:
     """The folder's records, and its refs now: the index's listing while the folder's stamp holds, else the ref
     files as they are (refs.listing_stamped), with the listing for `kept` to keep."""
     records, listing, found_at = _opened(own_dir, prefix)
-    if listing is not None and refs.unchanged(listing[1], listing[2]):
+    if listing is not None and refs.unchanged(mailbox, listing[1], listing[2]):
         return Folder(records, listing[0], listing, False, True)
     listed, stamp = refs.listing_stamped(mailbox, prefix)
     return Folder(records, listed, (listed, stamp, found_at), True, found_at != 0)

@@ -123,8 +123,8 @@ def _loose_refs(mailbox: Path, prefix: str) -> dict[str, str]:
     return loose
 
 
-# A folder's stamp: (path, inode, modification time in ns) of packed-refs and of every folder of loose refs under
-# it, (path, -1, -1) where one is not there. git and libgit2 write a ref file by renaming a finished file into
+# A folder's stamp: (path inside the mailbox, inode, modification time in ns) of packed-refs and of every folder of
+# loose refs under it, (path, -1, -1) where one is not there. git and libgit2 write a ref file by renaming a finished file into
 # place, remove one by unlinking it, and packed-refs by renaming a whole new file over it: each changes a folder's
 # entries, so its time, or packed-refs' inode and time. A change within the clock's granularity of the last one may
 # leave the time as it was: a stamp vouches for a listing only once every time in it is older than a moment seen
@@ -136,13 +136,14 @@ RACY = 3_000_000_000  # ns: FAT keeps times to 2 s, most others to the ns, with 
 def listing_stamped(mailbox: Path, prefix: str) -> tuple[dict[str, str], Stamp]:
     """`listing(mailbox, prefix)`, and the folder's stamp, taken before it was read: a ref written while it was
     read changes what the stamp names (see `unchanged`)."""
-    folder = str(mailbox / prefix)
-    stamps = [_stat(str(mailbox / "packed-refs"))]
+    root = str(mailbox)
+    folder = os.path.join(root, prefix.rstrip("/"))
+    stamps = [_stat(root, "packed-refs")]
     pending = [folder]
     found: dict[str, str] = {}
     while pending:
         here = pending.pop()
-        stamps.append(_stat(here))  # before its entries are read
+        stamps.append(_stat(root, here[len(root) + 1 :]))  # before its entries are read
         try:
             entries = list(os.scandir(here))
         except OSError:
@@ -163,17 +164,22 @@ def listing_stamped(mailbox: Path, prefix: str) -> tuple[dict[str, str], Stamp]:
     return listed, tuple(stamps)
 
 
-def unchanged(stamp: Stamp, before: int) -> bool:
-    """Whether nothing a stamp names has changed since it was taken, as far as it can tell: each is as it was, and
-    each time in it older by RACY than `before` (a file time, in ns, read before the stamp was taken)."""
+def unchanged(mailbox: Path, stamp: Stamp, before: int) -> bool:
+    """Whether nothing a stamp of this mailbox names has changed since it was taken, as far as it can tell: each is
+    as it was, and each time in it older by RACY than `before` (a file time, in ns, read before the stamp was
+    taken). Its paths are the mailbox's own (relative): a copy's folders, other files, never pass for the
+    original's."""
+    root = str(mailbox)
     return bool(stamp) and all(
-        (mtime < before - RACY or mtime == -1) and _stat(path) == (path, inode, mtime) for path, inode, mtime in stamp
+        (mtime < before - RACY or mtime == -1) and _stat(root, path) == (path, inode, mtime)
+        for path, inode, mtime in stamp
     )
 
 
-def _stat(path: str) -> tuple[str, int, int]:
+def _stat(root: str, path: str) -> tuple[str, int, int]:
+    """(path, inode, modification time in ns) of `path` inside the mailbox at `root`; (path, -1, -1) without one."""
     try:
-        status = os.stat(path)
+        status = os.stat(os.path.join(root, path))
     except OSError:
         return (path, -1, -1)
     return (path, status.st_ino, status.st_mtime_ns)
