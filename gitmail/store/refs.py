@@ -126,9 +126,10 @@ def _loose_refs(mailbox: Path, prefix: str) -> dict[str, str]:
 # A folder's stamp: (path inside the mailbox, inode, modification time in ns) of packed-refs and of every folder
 # of loose refs under it, (path, -1, -1) where one is not there. git and libgit2 write a ref file by renaming a
 # finished file into place, remove one by unlinking it, and packed-refs by renaming a whole new file over it: each
-# changes a folder's entries, so its time, or packed-refs' inode and time. A change within the clock's granularity of the last one may
-# leave the time as it was: a stamp vouches for a listing only once every time in it is older than a moment seen
-# before the stamp was taken, by more than any file system's granularity (`RACY`; git's "racy" entries).
+# changes a folder's entries, so its time, or packed-refs' inode and time. A change within the clock's granularity
+# of the last one may leave the time as it was: a stamp vouches for a listing only once every time in it is older
+# than a moment seen before the stamp was taken, by more than any file system's granularity (`RACY`; git's "racy"
+# entries).
 Stamp = tuple[tuple[str, int, int], ...]
 RACY = 3_000_000_000  # ns: FAT keeps times to 2 s, most others to the ns, with a clock tick of a few ms
 
