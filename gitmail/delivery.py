@@ -261,7 +261,9 @@ def preview_start(store: Store, actor: Actor, *, command: str, watch: bool) -> P
         "repo": str(actor.repo),
         "watch": watch,
     }
-    unreceipted = tuple(e.message.id for e in delivery.shown.directed if e.message.id not in found.mail.receipted)
+    ids = [e.message.id for e in delivery.shown.directed]
+    before = found.mail.receipted.among(ids) if store.flag("receipts") else frozenset()
+    unreceipted = tuple(i for i in ids if i not in before)
     quiet = tuple(m.value for m in QUIET)  # a new session is told of all its mail: none is held for the next prompt
     return Preview(delivery.text, found.stamps, record, unreceipted if store.flag("receipts") else (), quiet)
 
@@ -472,7 +474,10 @@ class _Showing:
         handed: list[Entry] = list(chosen.broadcasts) if self.peek else []
         note, recorded, recording = None, True, None
         receipts = self.store.flag("receipts")
-        unreceipted = [e for e in chosen.directed if e.message.id not in mail.receipted] if receipts else []
+        unreceipted = []  # directed mail shown, never before to a session of the repo: its receipts to write
+        if receipts and not self.peek:  # only what is shown has its receipts read (mail.receipted)
+            before = mail.receipted.among(e.message.id for e in chosen.directed)
+            unreceipted = [e for e in chosen.directed if e.message.id not in before]
         if not self.peek and chosen.broadcasts:
             handed, note, recorded = self._record(unreceipted, chosen.broadcasts)
         elif not self.peek and unreceipted and self.defer:

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from gitmail.store import pendingindex, refs
 from gitmail.store.repository import Store
 from gitmail.values.layout import inbox_prefix
 from gitmail.values.names import RepoName
+from gitmail.values.receipts import RECEIPTS_NOTES
 from tests.conftest import RepoFactory
 from tests.reading import inbox as read_inbox
 from tests.syncing import machine, sync_now
@@ -163,10 +165,13 @@ def many(box: Store) -> list[str]:
     ]
 
 
-def start_text(web: Path, session: str) -> str:
+def start_text(web: Path, session: str, *, record: bool = False) -> str:
+    """`record`: the receipts the hook writes once the host has its answer are written too."""
     payload = {"session_id": session, "cwd": str(web), "transcript_path": "/tmp/t.jsonl", "source": "startup"}
     answer = hooks.run("session-start", "claude", json.dumps({**payload, "hook_event_name": "SessionStart"}))
     assert answer.code == 0 and answer.stdout is not None
+    if record and answer.after is not None:
+        answer.after()
     return str(answer.stdout["hookSpecificOutput"]["additionalContext"])
 
 
@@ -178,6 +183,33 @@ def test_a_start_at_many_pending_shows_from_the_index_what_it_shows_without_one(
     assert start_text(web, "22222222-0f6a-4d8e-9a31-2f6c1d9e7a10") == indexed
     shown = [i for i in sent if i in indexed]
     assert f"Showing {len(shown)} of {MANY}:" in indexed and 0 < len(shown) < MANY
+
+
+def test_a_start_at_many_pending_reads_and_writes_the_receipts_of_what_it_shows_alone(
+    web: Path, box: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = many(box)
+    settle(box)
+    asked: list[str] = []
+    original = Store.read_with_notes
+
+    def counting(
+        self: Store, specs: Sequence[str], notes: Mapping[str, Sequence[str]], *, limit: int | None = None
+    ) -> tuple[list[bytes | None], dict[str, dict[str, set[str]]]]:
+        asked.extend(notes.get(RECEIPTS_NOTES, ()))
+        return original(self, specs, notes, limit=limit)
+
+    monkeypatch.setattr(Store, "read_with_notes", counting)
+    text = start_text(web, "33333333-0f6a-4d8e-9a31-2f6c1d9e7a10", record=True)
+    shown = {i for i in sent if f"id {i}" in text}
+    assert 0 < len(shown) < MANY
+    pending = mailbox.pending(box, repo="web")
+    by_oid: dict[str, str] = {e.oid: e.message.id for e in pending.directed}
+    assert {by_oid[oid] for oid in asked} == shown  # asked of what it shows, nothing else
+    assert pending.receipted.among(sent) == shown  # receipted: exactly what was shown
+    tip = refs.resolve(box.path, [RECEIPTS_NOTES])
+    assert start_text(web, "44444444-0f6a-4d8e-9a31-2f6c1d9e7a10", record=True) == text
+    assert refs.resolve(box.path, [RECEIPTS_NOTES]) == tip  # shown before: no receipt written again
 
 
 def test_the_inbox_at_many_pending_lists_every_message_from_the_index(web: Path, box: Store) -> None:

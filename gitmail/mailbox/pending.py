@@ -22,7 +22,7 @@ from gitmail.values.layout import (
     state_prefix,
 )
 from gitmail.values.machine import Machine
-from gitmail.values.mail import Entry, Pending
+from gitmail.values.mail import Entry, Pending, Receipted
 from gitmail.values.message import (
     DOCUMENT_NAME,
     MAX_DOCUMENT_BYTES,
@@ -106,7 +106,7 @@ def _pending(
     """The pending mail, and whether it may be kept: every document read whole, and none from another machine
     (whose verdict depends on the keys this machine accepts). `folders`: what the pending index had of them."""
     damaged = len(store.damaged)
-    receipted_places = places if receipted else []
+    receipted_places = places if receipted and folders is None else []  # else read for what is shown (_receipts)
     notes = {
         SEEN_NOTES: [p.oid for p in places if p.state is State.BROADCAST],
         RECEIPTS_NOTES: [p.oid for p in receipted_places],
@@ -118,19 +118,13 @@ def _pending(
     documents = _documents(places, indexed, read)
     known = {oid: message for oid, record in indexed.items() if (message := _message(record)) is not None}
     entries, unreadable = parsed(places, documents, Here(store), known=known)
-    _index(store, held, places, documents, folders or {})
+    if folders is None or specs or not _agrees(folders, len(places)):
+        _index(store, held, places, documents, folders or {})
     seen = noted[SEEN_NOTES]
-    here = _local_id(store) if receipted_places else None
-    made_up = syncedreceipts.load(store)  # what sync brought in claiming this machine's showings
-    shown = frozenset(  # what this machine has receipted: one from another machine still wants this one's
-        p.id
-        for p in receipted_places
-        if noted[RECEIPTS_NOTES][p.oid]  # no note, no receipt: most pending mail was never shown
-        and receipts.delivered(
-            receipts.written_on(receipts.parse(noted[RECEIPTS_NOTES][p.oid]), here, made_up[p.oid]),
-            str(p.recipient or me),
-        )
-    )
+    if receipted and folders is not None:  # one reading: the receipts of what it shows are read when it shows them
+        shown = Receipted(find=lambda ids: _receipts(store, me, places, ids))
+    else:  # a long-lived reader keeps the mail, receipts read with it
+        shown = Receipted(_receipted(store, me, receipted_places, noted[RECEIPTS_NOTES]))
     directed = [e for e in entries if e.state is State.PENDING]
     broadcasts = [
         e
@@ -142,6 +136,33 @@ def _pending(
     mail = Pending(me, oldest_first(directed), oldest_first(broadcasts), unreadable, receipted=shown)
     whole = len(store.damaged) == damaged and not any(e.message.machine is not None for e in entries)
     return mail, whole
+
+
+def _receipts(store: Store, me: RepoName, places: Sequence[Located], ids: Sequence[str]) -> set[str]:
+    """Of these ids, those a session of this repo was shown (the receipts of their places, read now)."""
+    wanted = frozenset(ids)
+    places = [p for p in places if p.id in wanted]
+    if not places:
+        return set()
+    noted = store.notes(RECEIPTS_NOTES, [p.oid for p in places])
+    return _receipted(store, me, places, noted)
+
+
+def _receipted(store: Store, me: RepoName, places: Sequence[Located], noted: Mapping[str, set[str]]) -> set[str]:
+    """Of these places, the ids whose receipts (`noted`: the lines of each commit's note) say this machine showed
+    them to a session of this repo: one from another machine still wants this one's."""
+    if not places:
+        return set()
+    here = _local_id(store)
+    made_up = syncedreceipts.load(store)  # what sync brought in claiming this machine's showings
+    return {
+        p.id
+        for p in places
+        if noted[p.oid]  # no note, no receipt: most pending mail was never shown
+        and receipts.delivered(
+            receipts.written_on(receipts.parse(noted[p.oid]), here, made_up[p.oid]), str(p.recipient or me)
+        )
+    }
 
 
 def _prefix(place: Located) -> str:
@@ -163,15 +184,23 @@ def _documents(
     return [indexed[p.oid][7] if p.oid in indexed else next(from_objects) for p in places]
 
 
+_senders: dict[str, RepoName] = {}
+
+
 def _message(record: pendingindex.Record) -> Message | None:
     """The message a record holds, as its document parses; None where only its document says (attachments)."""
     rest = record[8]
     if rest is None:
         return None
     to, body, reply_to, machine, from_session, to_handle = rest
+    sender = _senders.get(record[4])
+    if sender is None:  # most pending mail comes from a few repos: each name is made once
+        if len(_senders) >= 1024:
+            _senders.clear()
+        sender = _senders[record[4]] = RepoName(record[4])
     return Message(
         id=record[0],
-        sender=RepoName(record[4]),
+        sender=sender,
         to=to,
         subject=record[5],
         body=body,
@@ -183,6 +212,12 @@ def _message(record: pendingindex.Record) -> Message | None:
         to_handle=to_handle or None,
         urgency=record[2],
     )
+
+
+def _agrees(folders: Mapping[str, pendingindex.Folder], places: int) -> bool:
+    """Whether the index, which has a record of every place's commit, has no other (one for each of the `places`,
+    each message being one commit in one folder) and keeps a listing of the refs as they are: nothing to mend."""
+    return not any(f.fresh for f in folders.values()) and sum(len(f.records) for f in folders.values()) == places
 
 
 def _index(

@@ -6,7 +6,7 @@ them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from gitmail.values import receipts
 from gitmail.values.dates import datetime
@@ -63,6 +63,35 @@ class Entry(NamedTuple):
     verdict: Verdict | None = None  # from another machine: whether that machine's key vouches for it; None: from here
 
 
+class Receipted:
+    """Which pending messages a session of the repo was already shown once, by id: known beforehand, or found when
+    asked (`find` reads the receipts of the ids it is given), so a showing reads only those of what it shows."""
+
+    def __init__(self, known: Iterable[str] = (), find: Callable[[Sequence[str]], Iterable[str]] | None = None) -> None:
+        self._known = frozenset(known)
+        self._find = find
+        self._asked: set[str] = set()  # ids `find` was asked about
+
+    def among(self, ids: Iterable[str]) -> frozenset[str]:
+        """Those of `ids` that were shown."""
+        ids = list(dict.fromkeys(ids))
+        if self._find is not None:
+            new = [i for i in ids if i not in self._asked]
+            if new:
+                self._known |= frozenset(self._find(new))
+                self._asked.update(new)
+        return self._known.intersection(ids)
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, str) and bool(self.among([item]))
+
+    def __repr__(self) -> str:
+        return f"Receipted({sorted(self._known)!r}{', ...' if self._find is not None else ''})"
+
+
+NOT_RECEIPTED = Receipted()
+
+
 class Pending(NamedTuple):
     """What a repo has to read: directed mail until done, broadcasts until handed over once."""
 
@@ -71,7 +100,7 @@ class Pending(NamedTuple):
     broadcasts: Sequence[Entry] = ()  # oldest first
     unreadable: Sequence[str] = ()  # ids whose commit or document cannot be read
     claimed_by: str | None = None  # another path that uses the same repo name, when there is one
-    receipted: frozenset[str] = frozenset()  # ids already put in front of a session of this repo once
+    receipted: Receipted = NOT_RECEIPTED  # ids already put in front of a session of this repo once
 
 
 class DoneResult(NamedTuple):
