@@ -214,7 +214,7 @@ def kept_due(web: Path) -> Path:
     """Where a kept session-start answer of this work tree says when a sync is next due."""
     tree = hookfiles.tree_name(str(web))
     assert tree is not None
-    return hookfiles.kept(Store().path, "claude", tree).due
+    return Path(hookfiles.kept(Store().path, "claude", tree).due)
 
 
 # -- the quiet path inside a running session ----------------------------------------------------------------------
@@ -416,7 +416,7 @@ def kept_is_fresh(box: Store, web: Path) -> bool:
     tree = hookfiles.tree_name(str(web))
     assert tree is not None
     try:
-        key = hookfiles.kept(box.path, "claude", tree).key.read_text().split("\n", 1)[0]
+        key = Path(hookfiles.kept(box.path, "claude", tree).key).read_text().split("\n", 1)[0]
     except OSError:
         return False
     return key.startswith(stamps.read(box.path, RepoName("web")) + ":")
