@@ -27,6 +27,7 @@ from gitmail.store import keygen, machines, pins
 from gitmail.store.files import make_dir, read_text, write_atomically
 from gitmail.store.keygen import NoSigner as NoSigner
 from gitmail.store.keygen import SigningKeyError as SigningKeyError
+from gitmail.store.location import spelled
 from gitmail.store.repository import Store
 from gitmail.values import sshsig
 from gitmail.values.dates import UTC, datetime
@@ -122,7 +123,7 @@ def configured(store: Store) -> str | None:
     raw = store.setting(SETTING) if store.exists() else None
     if not raw:
         return None
-    path = os.path.expanduser(raw)
+    path = spelled(raw)
     if not os.path.isabs(path):
         raise SigningKeyError(f"gitmail.{SETTING} must be an absolute path (it is {raw!r})")
     return path

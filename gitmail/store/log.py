@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from gitmail.store.location import log_path, mailbox_path
+from gitmail.store.location import log_path, mailbox_path, spelled
 
 LIMIT = 1 << 20  # bytes a log grows to before it is set aside as gitmail.log.1
 
@@ -52,7 +52,7 @@ def failure(error: BaseException, where: str) -> str:
 
     reason = (str(error).splitlines() or [type(error).__name__])[0]
     try:
-        path = log_path(mailbox_path())
+        path = log_path(spelled(mailbox_path()))
     except Exception:  # an unusable GITMAIL_DIR, no home directory: the one line is enough
         return f"{reason}."
     detail = "".join(traceback.format_exception(error))
