@@ -26,20 +26,20 @@ def prepare_starts(store: Store, repos: Iterable[str] | None) -> None:
     their mail changed (starts.py). Costs a directory listing when no session started anywhere yet, else a spawn;
     never fails what asked."""
     try:
-        folder = hookfiles.folder(store.path, hookfiles.CACHE)
-        if not folder.is_dir() or not any(name.endswith(".key") for name in os.listdir(folder)):
+        folder = hookfiles.folder(store.root, hookfiles.CACHE)
+        if not os.path.isdir(folder) or not any(name.endswith(".key") for name in os.listdir(folder)):
             return
-        _detached(store, [PREPARER, "prepare", str(store.path), *(sorted(set(repos)) if repos is not None else ["*"])])
+        _detached(store, [PREPARER, "prepare", store.root, *(sorted(set(repos)) if repos is not None else ["*"])])
     except Exception as error:  # kept answers are a cache: the next start asks Python instead
-        problem(store.path, f"could not start preparing session-start answers: {error}")
+        problem(store.root, f"could not start preparing session-start answers: {error}")
 
 
 def notify_person(store: Store, ids: Iterable[str]) -> None:
     """Start the notifier (notify.py), detached, for these messages that may need the person; never fails."""
     try:
-        _detached(store, [NOTIFIER, str(store.path), *ids])
+        _detached(store, [NOTIFIER, store.root, *ids])
     except Exception as error:  # a notification is a courtesy: the mail is there and waits anyway
-        problem(store.path, f"could not start the notifier: {error}")
+        problem(store.root, f"could not start the notifier: {error}")
 
 
 def detached(store: Store, code: list[str]) -> None:
@@ -51,7 +51,7 @@ def _detached(store: Store, code: list[str]) -> None:
     os.posix_spawn(
         sys.executable,
         [sys.executable, "-P", "-c", *code],
-        {**os.environ, "GITMAIL_DIR": str(store.path)},
+        {**os.environ, "GITMAIL_DIR": store.root},
         file_actions=[(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)],
         setsid=True,  # detached: not killed with the writer's process group, never waited for
     )
@@ -64,21 +64,21 @@ def after_arrival(store: Store, repos: Iterable[str] | None) -> bool:
         idle = idle_codex(store, set(repos) if repos is not None else None)
         if not idle:
             return False
-        _detached(store, [WAKER, str(store.path), *(info.key for info in idle)])
+        _detached(store, [WAKER, store.root, *(info.key for info in idle)])
         return True
     except Exception as error:  # waking is a courtesy: the mail reaches the session at its next moment anyway
-        problem(store.path, f"could not start waking Codex sessions: {error}")
+        problem(store.root, f"could not start waking Codex sessions: {error}")
         return False
 
 
 def idle_codex(store: Store, repos: set[str] | None) -> list[Info]:
     """The Codex sessions of these repos that wait for their user, their process running."""
-    folder = hookfiles.folder(store.path, hookfiles.SESSIONS)
+    folder = hookfiles.folder(store.root, hookfiles.SESSIONS)
     try:
         names = [n[: -len(".json")] for n in os.listdir(folder) if n.startswith("codex-") and n.endswith(".json")]
     except OSError:
         return []
     from gitmail.store import sessions  # here: no Codex session is known where most mail is written
 
-    found = [sessions.info(store.path, "codex", name.removeprefix("codex-")) for name in names]
+    found = [sessions.info(store.root, "codex", name.removeprefix("codex-")) for name in names]
     return [i for i in found if i is not None and i.state == "idle" and (repos is None or i.repo in repos)]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from gitmail.store import processes, sessions
 from gitmail.store.gitcmd import spawn
@@ -29,6 +28,8 @@ from gitmail.values.session_info import Info
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NamedTuple
+
+    from _typeshed import StrPath
 else:
     from gitmail.values.tuples import NamedTuple
 
@@ -132,13 +133,13 @@ def window_of(thread: Thread, others: Sequence[Thread], open_windows: Sequence[W
     return None
 
 
-def window_showing(mailbox: Path, info: Info) -> Window | None:
+def window_showing(mailbox: StrPath, info: Info) -> Window | None:
     """The open Codex window that shows this session's thread, if any."""
     found = daemon(info.pid, info.ticks) if info.host == "codex" else None
     return _showing(mailbox, info, found) if found is not None else None
 
 
-def routed(mailbox: Path, info: Info) -> Info:
+def routed(mailbox: StrPath, info: Info) -> Info:
     """The session as mail is routed to it: a thread of Codex's managed daemon that no open window shows has ended
     (its window closed without a session end; the daemon keeps the thread a while, but nobody is there to read)."""
     if info.host != "codex" or info.state == "ended":
@@ -175,7 +176,7 @@ def unsafe(window: Window) -> str | None:
     return f"its Codex program is not safe to run: {problem}" if problem is not None else None
 
 
-def _showing(mailbox: Path, info: Info, found: Daemon) -> Window | None:
+def _showing(mailbox: StrPath, info: Info, found: Daemon) -> Window | None:
     """The window showing the thread of `found`. Its threads were opened after it started, and none in the future: a
     record's time is bounded by the process's own."""
 

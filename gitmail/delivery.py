@@ -186,7 +186,7 @@ def deliver(
         return _noting(_with(show(found.mail, None), leased), found.unrecorded)
     from gitmail.store import sessions  # a session's record: not loaded for a reader outside any session
 
-    with sessions.record(store.path, session.host, session.id, deadline) as record:
+    with sessions.record(store.root, session.host, session.id, deadline) as record:
         if record is None:  # no record to be had: behave as a session that knows nothing yet
             return _noting(_with(show(found.mail, None), leased), found.unrecorded)
         _begin(store, actor, moment, record, watch)
@@ -195,7 +195,7 @@ def deliver(
             delivery.text is not None and carried.channel is not Channel.NUDGE
         ):
             record.set("stamps", found.stamps)  # a queued turn's own hooks must see the mail as new: not after a nudge
-        settled = delivery.settled and stamps.read(store.path, actor.repo) == found.stamps
+        settled = delivery.settled and stamps.read(store.root, actor.repo) == found.stamps
         delivery = delivery._replace(
             settled=settled, stamps=found.stamps, record=dict(record.data), generic=found.generic, quiet=record.quiet
         )
@@ -280,7 +280,7 @@ def _read(store: Store, actor: Actor, moment: Moment, deadline: Deadline, peek: 
             busy = True  # recording who uses the name can wait for the next reader
         except Unwritable as error:
             unrecorded.append(("which repository uses this name", error.reason))
-    seen_stamps = stamps.read(store.path, actor.repo)  # before reading: a later send is then noticed next time
+    seen_stamps = stamps.read(store.root, actor.repo)  # before reading: a later send is then noticed next time
     mail = mailbox.pending(
         store, repo=actor.repo, also=aliases(store, actor), deadline=Deadline(0) if busy else deadline
     )
@@ -305,10 +305,10 @@ def _begin(store: Store, actor: Actor, moment: Moment, record: sessions.Record, 
         record.know(set(), reset=True)
         record.set("shown", [])
         sessions.resumed(record)
-        sessions.note_live(store.path, session.host, session.id)
+        sessions.note_live(store.root, session.host, session.id)
         record.set("watch", watch)
     else:
-        sessions.note_live(store.path, session.host, session.id, unless_known=True)
+        sessions.note_live(store.root, session.host, session.id, unless_known=True)
     if moment is not Moment.WAKE:  # a wake is gitmail's doing, not the session's
         record.moment = moment.value
         record.data.pop("nudged_at", None)  # a turn of its own ran: a wake queued for it was used up
@@ -376,8 +376,8 @@ def for_session(store: Store, actor: Actor, mail: Pending) -> Pending:
             from gitmail.store import sessions
 
             host, _, session_id = key.partition(":")
-            found = sessions.info(store.path, host, session_id)
-            states[key] = codex.routed(store.path, found).state if found is not None else None
+            found = sessions.info(store.root, host, session_id)
+            states[key] = codex.routed(store.root, found).state if found is not None else None
         return states[key]
 
     def visible(entry: Entry) -> bool:
@@ -519,7 +519,7 @@ class _Showing:
             except MailboxBusy:
                 reason = "the mailbox was busy"
             except MailboxError as error:
-                problem(store.path, f"could not record a showing to {self.actor.repo}: {error}")
+                problem(store.root, f"could not record a showing to {self.actor.repo}: {error}")
                 reason = "the mailbox could not be written"
                 if directed:  # directed mail is shown all the same: say what was not recorded
                     why = error.reason if isinstance(error, Unwritable) else str(error)

@@ -116,7 +116,7 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
     shown = actions.at_moment(store, actor, moment, continuing=continuing, command=own_command(), watch=wake)
     carried = delivery.capability(host, moment)
     event = str(payload.get("hook_event_name") or (carried.event if carried else ""))
-    watched = [str(p) for p in stamps.ensure(store.path, actor.repo)] if watch and delivery.wake_enabled(store) else []
+    watched = [str(p) for p in stamps.ensure(store.root, actor.repo)] if watch and delivery.wake_enabled(store) else []
     reply = answer(host, moment, event, shown.text, watched)
     if shown.recording is not None:
         recording = shown.recording
@@ -125,22 +125,22 @@ def run(moment_name: str, host: str, raw: str, *, watch: bool = False) -> Answer
             try:
                 actions.record(store, recording)
             except BaseException:  # not written: the next session start must run Python and write it then
-                startcache.forget(store.path, host, found.top)
+                startcache.forget(store.root, host, found.top)
                 raise
 
         reply.after = record
     if moment is delivery.Moment.START and session is not None and shown.record is not None:
         if shown.settled and event == "SessionStart" and shown.generic:
             until = due(store, actor.repo)
-            key = startcache.key(store.path, shown.stamps, watch=watch)
+            key = startcache.key(store.root, shown.stamps, watch=watch)
             kept = {k: v for k, v in shown.record.items() if k in KEPT_RECORD}  # nothing of this session's own
             quiet = hookfiles.quiet_line(shown.stamps, shown.quiet)
             startcache.keep(
-                store.path, host, found.top, key=key, record=kept, answer=reply.stdout, due=until, config=found.config,
+                store.root, host, found.top, key=key, record=kept, answer=reply.stdout, due=until, config=found.config,
                 quiet=quiet,
             )  # fmt: skip
         else:
-            startcache.forget(store.path, host, found.top)
+            startcache.forget(store.root, host, found.top)
     return reply
 
 

@@ -41,7 +41,7 @@ def prepare(store: Store, repos: list[str] | None) -> None:
     from gitmail.values.names import RepoName
 
     wanted = {RepoName.parse(r).ref for r in repos} if repos is not None else None
-    folder = hookfiles.folder(store.path, hookfiles.CACHE)
+    folder = Path(hookfiles.folder(store.path, hookfiles.CACHE))
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".key"))
     except OSError:

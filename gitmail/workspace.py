@@ -13,7 +13,6 @@ hooks ask at every session start.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from gitmail.errors import GitmailError, UsageError
 from gitmail.values.names import PERSON, RepoName, nfc, repo_problem
@@ -30,18 +29,18 @@ NAME_SETTING = "gitmail.name"  # in a repository's own git config: the mailbox n
 class Place(NamedTuple):
     """A git work tree and the repository it belongs to."""
 
-    top: Path  # the work tree's top folder: where a session there works
-    home: Path  # the repository itself: its main work tree, or the bare repository
+    top: str  # the work tree's top folder: where a session there works
+    home: str  # the repository itself: its main work tree, or the bare repository
     worktree: str | None  # a linked worktree's folder name; None for the main work tree
-    git_dir: Path  # this work tree's git directory
+    git_dir: str  # this work tree's git directory
     name: str  # the mailbox name, as the folder or gitmail.name gives it (not yet checked)
     named_by: str  # "folder" or "gitmail.name"
-    config: Path  # the repository's own config file, where gitmail.name is set (shared by its worktrees)
+    config: str  # the repository's own config file, where gitmail.name is set (shared by its worktrees)
 
     def branch(self) -> str | None:
         """The branch checked out here (None when detached or unreadable)."""
         try:
-            head = (self.git_dir / "HEAD").read_text(errors="replace").strip()
+            head = _read(os.path.join(self.git_dir, "HEAD")).strip()
         except OSError:
             return None
         return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
@@ -55,20 +54,23 @@ def current_directory() -> str:
         raise UsageError("the current directory no longer exists; run gitmail from one that does") from None
 
 
-def toplevel(start: str | os.PathLike[str]) -> Path | None:
+def toplevel(start: str | os.PathLike[str]) -> str | None:
     """The git work tree containing `start` (as `git rev-parse --show-toplevel` finds it), or None."""
-    here = Path(os.path.realpath(start))
-    for directory in (here, *here.parents):
-        dotgit = directory / ".git"
-        if dotgit.is_dir() and (dotgit / "HEAD").is_file():
+    directory = os.path.realpath(start)
+    while True:
+        dotgit = os.path.join(directory, ".git")
+        if os.path.isdir(dotgit) and os.path.isfile(os.path.join(dotgit, "HEAD")):
             return directory
-        if dotgit.is_file():  # linked worktrees and submodules point elsewhere with "gitdir: ..."
+        if os.path.isfile(dotgit):  # linked worktrees and submodules point elsewhere with "gitdir: ..."
             try:
-                if dotgit.read_text(errors="replace").startswith("gitdir:"):
+                if _read(dotgit).startswith("gitdir:"):
                     return directory
             except OSError:
                 return None
-    return None
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
 
 
 def place(start: str | os.PathLike[str]) -> Place | None:
@@ -76,38 +78,45 @@ def place(start: str | os.PathLike[str]) -> Place | None:
     top = toplevel(start)
     if top is None:
         return None
-    dotgit = top / ".git"
+    dotgit = os.path.join(top, ".git")
     git_dir = dotgit
-    if dotgit.is_file():
+    if os.path.isfile(dotgit):
         try:
-            pointed = dotgit.read_text(errors="replace").split(":", 1)[1].strip()
+            pointed = _read(dotgit).split(":", 1)[1].strip()
         except (OSError, IndexError):
             pointed = ""
-        git_dir = Path(os.path.realpath(top / pointed)) if pointed else dotgit
+        git_dir = os.path.realpath(os.path.join(top, pointed)) if pointed else dotgit
     common = git_dir
     try:
-        common = Path(os.path.realpath(git_dir / (git_dir / "commondir").read_text(errors="replace").strip()))
+        common = os.path.realpath(os.path.join(git_dir, _read(os.path.join(git_dir, "commondir")).strip()))
     except OSError:
         pass  # no commondir: the main work tree, or a submodule (a repository of its own, named by its folder)
     linked = common != git_dir
     if linked:
-        home = common.parent if common.name == ".git" else common
+        home = os.path.dirname(common) if os.path.basename(common) == ".git" else common
     else:
         home = top
-    name, named_by = home.name, "folder"
-    if linked and common.name != ".git":  # a bare repository: api.git is `api`
+    name, named_by = os.path.basename(home), "folder"
+    if linked and os.path.basename(common) != ".git":  # a bare repository: api.git is `api`
         name = name.removesuffix(".git") or name
     chosen = _chosen_name(common)
     if chosen:
         name, named_by = chosen, NAME_SETTING
-    return Place(top, home, top.name if linked else None, git_dir, name, named_by, common / "config")
+    return Place(
+        top, home, os.path.basename(top) if linked else None, git_dir, name, named_by, os.path.join(common, "config")
+    )
 
 
-def _chosen_name(common: Path) -> str | None:
+def _read(path: str) -> str:
+    with open(path, errors="replace") as file:
+        return file.read()
+
+
+def _chosen_name(common: str) -> str | None:
     """`gitmail.name` in the repository's own config, read as git reads it (no git process)."""
     from gitmail.store import gitcmd, gitconfig
 
-    found = gitconfig.load(common / "config")
+    found = gitconfig.load(os.path.join(common, "config"))
     if found is None:  # something the reader does not follow: git decides
         try:
             return gitcmd.run(common, "config", "--includes", "--get", NAME_SETTING).decode().strip() or None
@@ -157,7 +166,7 @@ class Actor(NamedTuple):
     """Who acts: a repository by its mailbox name, where it is, through what, and in which host session."""
 
     repo: RepoName
-    here: Path | None = None  # the repository's own path (what its name's claim records), when known
+    here: str | None = None  # the repository's own path (what its name's claim records), when known
     via: str = "api"  # what carried the request: claude, codex (their hooks), cli, mcp, api
     session: Session | None = None  # the host session it runs in, when the host names it
     place: Place | None = None  # the work tree it works in, when known

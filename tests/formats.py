@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 
 from gitmail.errors import UsageError
 from gitmail.store import stamps
@@ -63,7 +64,7 @@ def as_format_1(
         git(box, "update-ref", "-m", "gitmail: written by format 1", "--stdin", stdin=creates)
     git(box, "config", "gitmail.version", "1")
     shutil.rmtree(box.own_dir / "history", ignore_errors=True)  # format 1 had no history index
-    folder = stamps.directory(box.path)
+    folder = Path(stamps.directory(box.path))
     for file in os.listdir(folder) if folder.is_dir() else []:
         if file != BROADCAST_STAMP:
             os.replace(folder / file, folder / first_format_ref(RepoName.from_ref(file)))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NamedTuple
 
 from gitmail import actions
@@ -25,6 +24,6 @@ class Read(NamedTuple):
 def inbox(
     box: Store, *, repo: str, peek: bool = False, path: str | os.PathLike[str] | None = None, host: str = "api"
 ) -> Read:
-    actor = Actor(RepoName.parse(repo), Path(path) if path is not None else None, host)
+    actor = Actor(RepoName.parse(repo), os.fspath(path) if path is not None else None, host)
     shown = actions.inbox(box, actor, peek=peek)
     return Read(shown.shown.directed, shown.shown.broadcasts, shown.mail.claimed_by, shown.text)

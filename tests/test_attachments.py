@@ -31,7 +31,7 @@ def git(box: Store, *args: str) -> bytes:
 
 
 def actor(repo: Path) -> Actor:
-    return Actor(RepoName(repo.name), repo, "api")
+    return Actor(RepoName(repo.name), str(repo), "api")
 
 
 def send(box: Store, repo: Path, *files: str | Path, **kwargs: object) -> actions.Sent:

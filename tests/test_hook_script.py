@@ -214,7 +214,7 @@ def kept_due(web: Path) -> Path:
     """Where a kept session-start answer of this work tree says when a sync is next due."""
     tree = hookfiles.tree_name(str(web))
     assert tree is not None
-    return hookfiles.kept(Store().path, "claude", tree).due
+    return Path(hookfiles.kept(Store().path, "claude", tree).due)
 
 
 # -- the quiet path inside a running session ----------------------------------------------------------------------
@@ -416,7 +416,7 @@ def kept_is_fresh(box: Store, web: Path) -> bool:
     tree = hookfiles.tree_name(str(web))
     assert tree is not None
     try:
-        key = hookfiles.kept(box.path, "claude", tree).key.read_text().split("\n", 1)[0]
+        key = Path(hookfiles.kept(box.path, "claude", tree).key).read_text().split("\n", 1)[0]
     except OSError:
         return False
     return key.startswith(stamps.read(box.path, RepoName("web")) + ":")
@@ -497,9 +497,9 @@ def test_an_answer_made_from_older_mail_never_replaces_one_made_from_newer(web: 
     tree = hookfiles.tree_name(str(web))
     assert tree is not None
     files = hookfiles.kept(box.path, "claude", tree)
-    before = (files.key.read_bytes(), files.answer.read_bytes())
+    before = (Path(files.key).read_bytes(), Path(files.answer).read_bytes())
     startcache.keep(box.path, "claude", web, key=older, record={}, answer={"made": "from the older mail"})
-    assert (files.key.read_bytes(), files.answer.read_bytes()) == before
+    assert (Path(files.key).read_bytes(), Path(files.answer).read_bytes()) == before
     assert sent in hook("session-start", web, session="two")
 
 

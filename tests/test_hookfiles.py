@@ -82,8 +82,8 @@ def quiet(tmp_path: Path, name: str, *, top: str | None = None, moments: Sequenc
         (files.stamps, hookfiles.quiet_line(hookfiles.stamps_line(ref, mine, everyone), moments)),
         (files.top, top if top is not None else str(repo)),
     ):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(line + "\n")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(line + "\n")
     marker = tmp_path / "python-was-started"
     python = tmp_path / "python"
     python.write_text(f"#!/bin/sh\ntouch '{marker}'\ncat >/dev/null\n")

@@ -155,18 +155,21 @@ def test_inbox_and_log_load_only_what_reading_mail_uses(web: Path, box: Store, a
         assert "gitmail.store.catfile" not in modules  # its messages are loose objects, read without git
 
 
-# The standard library's heavier modules, which none of the three commonest paths (a send, a peek at the inbox, a
-# session start answered by Python) runs. json, and re beneath it (with enum and functools), they all need: message
-# headers, receipts and hook payloads are JSON.
+# The standard library's heavier modules, which none of the four commonest paths (a send, a peek at the inbox, the
+# log, a session start answered by Python) runs. json, and re beneath it (with enum and functools), they all need:
+# message headers, receipts and hook payloads are JSON. pathlib (with urllib.parse, ipaddress, fnmatch and ntpath
+# beneath it) they do without: the store spells its paths as str.
 NEVER_ON_A_COMMON_PATH = (
     "typing", "dataclasses", "subprocess", "datetime", "tempfile", "shutil", "logging", "threading", "inspect",
     "argparse", "hashlib", "socket", "email", "importlib.util", "asyncio", "uuid", "base64", "string", "textwrap",
+    "pathlib", "urllib", "ipaddress", "fnmatch", "ntpath",
     "typer", "click", "rich", "pygit2", "frontmatter", "yaml", "pydantic", "mcp",
 )  # fmt: skip
 # And what each of them need not load beyond those.
 LEFT_OUT = {
     "send": ("gitmail.delivery", "gitmail.render.frames", "gitmail.store.sessions", "gitmail.waking"),
     "inbox": ("contextlib", "fcntl", "gitmail.store.writer", "gitmail.store.transaction", *SENDING_SIDE),
+    "log": ("gitmail.delivery", "gitmail.store.sessions", "gitmail.render.frames", *SENDING_SIDE),
     "start": ("gitmail.cli", *SENDING_SIDE),
 }
 
@@ -175,14 +178,16 @@ LEFT_OUT = {
 def test_the_commonest_paths_load_none_of_the_heavy_modules_they_do_not_run(
     api: Path, web: Path, box: Store, path: str
 ) -> None:
-    """A send to a known repository, `inbox --peek` with mail pending, and a resumed session's start with new mail
-    (Python answering it): none loads a module it does not run, so what makes them quick cannot silently go."""
+    """A send to a known repository, `inbox --peek` with mail pending, `log -n 20`, and a resumed session's start
+    with new mail (Python answering it): none loads a module it does not run, so what makes them quick cannot
+    silently go."""
     for number in range(3):
         mailbox.send(box, sender="api", to="web", subject=f"hello {number}", body="Please read this.")
     start = json.dumps({"session_id": "s1", "cwd": str(web), "hook_event_name": "SessionStart", "source": "resume"})
     runs = {
         "send": (("send", "--to", "web", "-s", "hello", "-m", "body"), api, "", "gitmail.store.writer"),
         "inbox": (("inbox", "--peek"), web, "", "gitmail.render.frames"),
+        "log": (("log", "-n", "20"), web, "", "gitmail.mailbox.browsing"),
         "start": (("hook", "session-start", "--host", "claude"), web, start, "gitmail.delivery"),
     }
     args, cwd, stdin, ran = runs[path]

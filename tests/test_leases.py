@@ -504,7 +504,7 @@ def test_an_mcp_client_leases_lists_and_releases(api: Path, box: Store, monkeypa
 
     monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "mcp-0001")  # the host names its session to the server it starts
     session(api, "mcp-0001")
-    who = roots.Who(RepoName("api"), api, "the client's root", place(api))
+    who = roots.Who(RepoName("api"), str(api), "the client's root", place(api))
     taken = tools.lease(tools.Call(box, who), paths=["src/orders.py"], note="via MCP")
     assert taken.text.startswith('gitmail: leased "src/orders.py" (exclusive) until ') and taken.data is not None
     listed = tools.leases(tools.Call(box, who))

@@ -132,7 +132,7 @@ def test_mail_a_sync_brings_in_or_takes_away_is_shown_as_the_refs_say(tmp_path: 
 def test_an_index_that_cannot_be_read_is_none_and_is_made_again(box: Store, content: bytes) -> None:
     sent = mailbox.send(box, sender="api", to="web", subject="hello").message.id
     pending_ids(box)
-    pendingindex.path(box.own_dir, WEB).write_bytes(content)
+    Path(pendingindex.path(box.own_dir, WEB)).write_bytes(content)
     assert pending_ids(box) == [sent]
     assert indexed_ids(box) == [sent]
 
@@ -148,7 +148,7 @@ def test_a_record_that_does_not_match_its_folder_is_not_used(box: Store) -> None
 
 def without_index(store: Store) -> list[object]:
     """The pending entries as the objects give them (the index set aside for the read, then put back)."""
-    index = pendingindex.path(store.own_dir, WEB)
+    index = Path(pendingindex.path(store.own_dir, WEB))
     saved = index.read_bytes()
     index.unlink()
     try:

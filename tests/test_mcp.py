@@ -145,7 +145,7 @@ def test_roots_name_one_repository_or_the_call_must(repos: RepoFactory, tmp_path
     api, web = repos("api"), repos("web")
     (api / "src").mkdir()
     who = roots.from_roots([(api / "src").as_uri(), api.as_uri(), "https://example.com/x"])
-    assert who is not None and who[:3] == (RepoName("api"), api, f"the client's root {api}")
+    assert who is not None and who[:3] == (RepoName("api"), str(api), f"the client's root {api}")
     assert roots.from_roots(["https://example.com/x"]) is None  # nothing local offered: not a decision
     with pytest.raises(GitmailError, match=r'several repositories \("api", "web"\); name one with repo'):
         roots.from_roots([api.as_uri(), web.as_uri()])
@@ -154,17 +154,17 @@ def test_roots_name_one_repository_or_the_call_must(repos: RepoFactory, tmp_path
         roots.from_roots([(tmp_path / "notes").as_uri()])
     assert roots.from_directory(str(tmp_path / "notes")) is None
     found = roots.from_directory(str(web))
-    assert found is not None and found[:3] == (RepoName("web"), web, f"the server's directory {web}")
+    assert found is not None and found[:3] == (RepoName("web"), str(web), f"the server's directory {web}")
     spaced = repos("My App")
     found = roots.from_roots([spaced.as_uri()])
-    assert found is not None and found[:3] == (RepoName("My App"), spaced, f"the client's root {spaced}")
+    assert found is not None and found[:3] == (RepoName("My App"), str(spaced), f"the client's root {spaced}")
 
 
 def test_the_inbox_answer_keeps_within_the_hooks_budget(box: Store, web: Path) -> None:
     for n in range(4):
         mailbox.send(box, sender="api", to="web", subject=f"log dump {n}", body="x" * 60_000)
     mailbox.send(box, sender="api", to="web", subject="short", body="hello")
-    who = roots.Who(RepoName("web"), web, "test")
+    who = roots.Who(RepoName("web"), str(web), "test")
     answer = tools.inbox(tools.Call(box, who), peek=True)
     budget = delivery.BUDGETS["mcp"]
     assert budget is not None and len(answer.text.encode()) <= budget and answer.data is None

@@ -53,7 +53,7 @@ def clone(origin: Path, name: str) -> Path:
 
 
 def me(repo: Path) -> Actor:
-    return Actor(RepoName(repo.name), repo, "api")
+    return Actor(RepoName(repo.name), str(repo), "api")
 
 
 def send_patch(box: Store, repo: Path, revisions: str, to: str = "web") -> actions.Sent:

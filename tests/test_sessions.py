@@ -57,10 +57,10 @@ def worktree(api: Path) -> Path:
 def test_a_linked_worktree_is_its_repository(api: Path, worktree: Path) -> None:
     found = place(worktree / "src" if (worktree / "src").exists() else worktree)
     assert found is not None
-    assert (found.name, found.home, found.worktree, found.top) == ("api", api, "brave-otter", worktree)
+    assert (found.name, found.home, found.worktree, found.top) == ("api", str(api), "brave-otter", str(worktree))
     assert found.branch() == "otter"
     main = place(api)
-    assert main is not None and (main.name, main.home, main.worktree) == ("api", api, None)
+    assert main is not None and (main.name, main.home, main.worktree) == ("api", str(api), None)
 
 
 def test_a_bare_repositorys_worktrees_are_the_repository(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_a_bare_repositorys_worktrees_are_the_repository(tmp_path: Path) -> None
     git("push", "-q", "origin", "HEAD:main", cwd=seed)
     git("worktree", "add", "-q", str(tmp_path / "feature"), "main", cwd=bare)
     found = place(tmp_path / "feature")
-    assert found is not None and (found.name, found.home, found.worktree) == ("api", bare, "feature")
+    assert found is not None and (found.name, found.home, found.worktree) == ("api", str(bare), "feature")
 
 
 def test_a_repository_may_choose_its_name(api: Path, worktree: Path, box: Store) -> None:
@@ -193,7 +193,7 @@ def test_a_reply_sent_before_its_asker_ended_reaches_the_repo_once_it_has(
     asker, other, question = asking(api, worktree)
     answer = mailbox.reply(box, sender="web", to_id=question, body="8080", to_handle="brave-otter").message.id
     assert answer not in other("tool")  # for the asker alone while it lives
-    stamp = hookfiles.stamp_file(box.path, RepoName("api").ref)
+    stamp = Path(hookfiles.stamp_file(box.path, RepoName("api").ref))
     before = stamp.read_text()
     asker("session-end", reason="prompt_input_exit")
     assert stamp.read_text() != before  # so hook.sh looks again for api's other sessions, and no kept answer holds
@@ -306,7 +306,7 @@ def test_sessions_lists_who_is_here_with_worktree_branch_state_pending_and_card(
 def test_a_session_whose_process_is_gone_is_ended_not_guessed_from_a_timestamp(api: Path, box: Store) -> None:
     ghost = Session(api, "ghost-1")
     ghost("session-start")
-    live = hookfiles.session_files(box.path, "claude-ghost-1").live
+    live = Path(hookfiles.session_files(box.path, "claude-ghost-1").live)
     live.write_text(f"{os.getpid()} 1\n")  # this process, but started at another time: a reused pid
     assert sessions.info(box.path, "claude", "ghost-1").state == "ended"  # type: ignore[union-attr]
     live.write_text(f"{os.getpid()} {processes.stat(os.getpid()).ticks}\n")  # type: ignore[union-attr]

@@ -60,6 +60,19 @@ def _message(subject: str) -> Message:
     return Message(id="7kq2m9x4ab", sender=RepoName("api"), to="web", subject=subject, body="", date=WHEN)
 
 
+@pytest.mark.parametrize(
+    "given", ["/m/mail.git", "/m/mail.git/", "/m//mail.git", "/m/./mail.git", "//m/mail.git", "///m", "rel/./x/", "."]
+)
+def test_the_mailbox_path_is_spelled_as_pathlib_spells_it(given: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Store.root`, the str the store joins its paths to, is the path a Path would give (no trailing or doubled
+    '/', no '.'), whether given or named by GITMAIL_DIR; `Store.path` is that path as a Path."""
+    assert Store(given).root == str(Path(given)) and Store(Path(given)).path == Path(given)
+    assert Store("~/m/").root == str(Path("~/m/").expanduser())
+    if given.startswith("/"):
+        monkeypatch.setenv("GITMAIL_DIR", given)
+        assert Store().root == str(Path(given)) and Store().own_root == str(Path(given) / "gitmail")
+
+
 def test_a_change_left_half_done_is_finished_by_the_next_lock_holder(box: Store) -> None:
     mailbox.send(box, sender="api", to="web", subject="seed")
     with writing(box, actor=RepoName("api")) as writer:

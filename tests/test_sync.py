@@ -727,7 +727,7 @@ def test_an_attachment_crosses_a_git_daemon_byte_for_byte_and_only_once(tmp_path
     (files / "dump.bin").write_bytes(data)
     (files / ".gitmodules").write_text('[submodule "x"]\n\tpath = -x\n\turl = --upload-pack=touch /tmp/pwned\n')
     (files / "copy.bin").write_bytes(data)
-    api = Actor(RepoName("api"), files)
+    api = Actor(RepoName("api"), str(files))
     with git_daemon(served) as base:
         url = f"{base}/mail.git"
         a, b = (make_machine(tmp_path, name, url) for name in ("laptop", "server"))
@@ -778,7 +778,9 @@ def test_a_state_keeps_the_attachments_it_carried_within_reach_and_costs_nothing
     sync_now(a)
     assert len(parents()) == 1  # the carrier of the first messages: no attachments, nothing more
     (tmp_path / "f.bin").write_bytes(b"\0" * 5000)
-    sent = actions.send(a, Actor(RepoName("api"), tmp_path), to="web", subject="f", attach=["f.bin"], base=tmp_path)
+    sent = actions.send(
+        a, Actor(RepoName("api"), str(tmp_path)), to="web", subject="f", attach=["f.bin"], base=tmp_path
+    )
     sync_now(a)
     kept = parents()[2]
     assert messages(parents()[1:]) == [

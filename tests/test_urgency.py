@@ -117,10 +117,10 @@ def test_low_mail_never_interrupts_and_comes_with_the_next_prompt(web: Path, box
     assert session("stop") == ""  # never continues a turn
     assert session("wake") == ""  # never wakes
     files = hookfiles.session_files(box.path, "claude-sess-low-1")
-    quiet_at = files.stamps.read_text().split()[1:]
+    quiet_at = Path(files.stamps).read_text().split()[1:]
     assert "prompt" not in quiet_at and "tool" in quiet_at  # hook.sh runs Python at the next prompt, and only then
     assert low in session("prompt")
-    assert "prompt" in files.stamps.read_text().split()[1:]
+    assert "prompt" in Path(files.stamps).read_text().split()[1:]
 
 
 def test_low_mail_comes_mid_turn_together_with_other_mail(web: Path, box: Store) -> None:
@@ -310,6 +310,6 @@ def test_a_send_starts_the_waker_only_when_an_idle_codex_session_is_known(web: P
     assert [i.id for i in arrivals.idle_codex(box, {"web"})] == ["01a2-codex-z"]
     assert arrivals.idle_codex(box, {"api"}) == []
     files = hookfiles.session_files(box.path, "codex-01a2-codex-z")
-    files.live.write_text("999999 1\n")  # its process is gone: ended
+    Path(files.live).write_text("999999 1\n")  # its process is gone: ended
     assert arrivals.idle_codex(box, {"web"}) == []
     assert sessions.info(box.path, "codex", "01a2-codex-z").state == "ended"  # type: ignore[union-attr]

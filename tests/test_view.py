@@ -781,7 +781,7 @@ def attach_hostile(box: Store, repos: RepoFactory) -> str:
     (api / "données.bin").write_bytes(b"\0\1\2\3")
     sent = actions.send(
         box,
-        Actor(RepoName("api"), api),
+        Actor(RepoName("api"), str(api)),
         to="web",
         subject="Attached",
         body="see the files",

@@ -138,7 +138,7 @@ class Machine:
         session("session-start", source=source)
         found = processes.stat(host_pid)
         assert found is not None
-        hookfiles.session_files(self.box.path, f"codex-{THREAD}").live.write_text(f"{host_pid} {found.ticks}\n")
+        Path(hookfiles.session_files(self.box.path, f"codex-{THREAD}").live).write_text(f"{host_pid} {found.ticks}\n")
         return session
 
     def close(self) -> None:
@@ -358,7 +358,7 @@ def planted(repos: RepoFactory, box: Store) -> Callable[[int], str]:
     def state(pid: int) -> str:
         found = processes.stat(pid)
         assert found is not None
-        hookfiles.session_files(box.path, "claude-ghost-1").live.write_text(f"{pid} {found.ticks}\n")
+        Path(hookfiles.session_files(box.path, "claude-ghost-1").live).write_text(f"{pid} {found.ticks}\n")
         info = sessions.info(box.path, "claude", "ghost-1")
         assert info is not None
         return info.state

@@ -17,7 +17,7 @@ and each adapter says them in its own words. This is also gitmail's Python API:
     # files read from the current directory, and a patch of the repository there (docs/attachments.md)
     actions.send(box, api, to="web", subject="The fix", attach=["fixture.json"], patch="HEAD~1")
     actions.save_attachment(box, "7kq2", "fixture.json")   # into the current directory
-    actions.apply(box, Actor(RepoName("web"), Path.home() / "src" / "web"), "7kq2")   # into that repository
+    actions.apply(box, Actor(RepoName("web"), "/home/me/src/web"), "7kq2")   # into that repository
 
 Expected failures raise `gitmail.errors.GitmailError` (a usage mistake is its subclass `UsageError`).
 

@@ -38,7 +38,7 @@ Places = dict[str, tuple[str | None, str | None]]  # work trees already looked a
 def session_of(box: Store, key: str | None) -> SessionView | None:
     """The session a message names ("claude:5b0e..."), when this machine knows it."""
     found = Session.from_key(key) if key else None
-    info = sessions.info(box.path, found.host, found.id) if found is not None else None
+    info = sessions.info(box.root, found.host, found.id) if found is not None else None
     return _repo_view(box, info) if info is not None else None
 
 
@@ -47,7 +47,7 @@ def _view(box: Store, info: Info, places: Places | None = None, *, wake: bool = 
     from gitmail.values.session_info import SessionView
     from gitmail.workspace import place
 
-    info = codex.routed(box.path, info)
+    info = codex.routed(box.root, info)
     places = {} if places is None else places
     if info.top not in places:
         where = place(info.top) if info.top and os.path.isdir(info.top) else None
@@ -81,7 +81,7 @@ def _addressable(views: Sequence[SessionView]) -> list[SessionView]:
 
 def _repo_view(box: Store, info: Info, *, wake: bool = True) -> SessionView:
     """One session, addressed as its repo's listing addresses it (`wake`: whether it can be woken is asked too)."""
-    views = _addressable([_view(box, i, wake=wake) for i in sessions.listing(box.path, info.repo)])
+    views = _addressable([_view(box, i, wake=wake) for i in sessions.listing(box.root, info.repo)])
     return next((v for v in views if v.info.key == info.key), _view(box, info, wake=wake))
 
 
@@ -91,7 +91,7 @@ def find_session(box: Store, address: Address) -> SessionView:
     choosing one; a handle that matches no live session may name an ended one (mail then waits for it)."""
     handle = address.handle or ""
     places: Places = {}
-    mine = _addressable([_view(box, i, places) for i in sessions.listing(box.path, str(address.repo))])
+    mine = _addressable([_view(box, i, places) for i in sessions.listing(box.root, str(address.repo))])
     matches = [v for v in mine if _answers(v, handle)]
     live = [v for v in matches if v.info.state != "ended"]
     chosen = live or matches
@@ -171,7 +171,7 @@ def _new_name(box: Store, actor: Actor, repo: RepoName) -> tuple[str, ...]:
 
 def _worktree_folder(box: Store, name: RepoName) -> str | None:
     """The repository whose linked worktree's folder is called `name`, as this machine's sessions know it."""
-    for info in sessions.listing(box.path):
+    for info in sessions.listing(box.root):
         if info.top and info.repo and info.repo != name and os.path.basename(info.top) == name:
             if _view(box, info).worktree == name:
                 return info.repo
@@ -190,7 +190,7 @@ def sessions_here(
         without("all_repos", {"repo": named})
         repo = None
     places: Places = {}
-    views = [_view(box, i, places) for i in sessions.listing(box.path, repo)]
+    views = [_view(box, i, places) for i in sessions.listing(box.root, repo)]
     repos = sorted({v.info.repo for v in views})
     found = [v for r in repos for v in _addressable([w for w in views if w.info.repo == r])]
     counted = []
@@ -231,15 +231,15 @@ def this_session(box: Store, actor: Actor, *, wake: bool = True) -> SessionView:
         raise UsageError(
             "not inside a Claude Code or Codex session (the host names its session to the commands it runs)"
         )
-    info = sessions.info(box.path, actor.session.host, actor.session.id)
+    info = sessions.info(box.root, actor.session.host, actor.session.id)
     if info is None:  # it started before the mailbox existed, so no hook could record it: this command does
         if not box.exists():
             box.create()
         top = str(actor.place.top) if actor.place is not None else None
-        sessions.introduce(box.path, actor.session.host, actor.session.id, repo=str(actor.repo), top=top)
-        info = sessions.info(box.path, actor.session.host, actor.session.id)
+        sessions.introduce(box.root, actor.session.host, actor.session.id, repo=str(actor.repo), top=top)
+        info = sessions.info(box.root, actor.session.host, actor.session.id)
     if info is None:
-        raise GitmailError(f"cannot record session {actor.session.key} in {box.path}")
+        raise GitmailError(f"cannot record session {actor.session.key} in {box.root}")
     return _repo_view(box, info, wake=wake)
 
 
@@ -261,7 +261,7 @@ def name_session(box: Store, actor: Actor, *, name: str | None = None, card: str
             )
     text = clean_subject(card, what="card") if card is not None else None
     assert actor.session is not None
-    sessions.describe(box.path, actor.session.host, actor.session.id, name=name, card=text)
+    sessions.describe(box.root, actor.session.host, actor.session.id, name=name, card=text)
     return this_session(box, actor)
 
 
@@ -281,7 +281,7 @@ def peek_session(box: Store, address: str, *, count: int) -> Peeked:
     if not found:
         raise GitmailError(f"no session {render.quote(address)} on this machine (see `gitmail sessions --all`)")
     view = found[0]
-    path = sessions.transcript(box.path, view.info.host, view.info.id)
+    path = sessions.transcript(box.root, view.info.host, view.info.id)
     if path is None:
         raise GitmailError(f"the hooks of {render.quote(address)} were never told where its transcript is")
     chosen = last(turns(transcripts.tail(path)), count)

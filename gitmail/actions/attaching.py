@@ -19,6 +19,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NamedTuple
 
+    from _typeshed import StrPath
+
     from gitmail.project import Applied, Gathered
     from gitmail.values.attachments import Attachment
     from gitmail.values.outgoing import Outgoing
@@ -43,8 +45,8 @@ def gathered(
     *,
     attach: Sequence[str | os.PathLike[str]] = (),
     patch: str | None = None,
-    base: Path | None = None,
-    within: Path | None = None,
+    base: StrPath | None = None,
+    within: StrPath | None = None,
 ) -> Iterator[Carried]:
     """The attachments a send carries (`gather`), their files closed once the send is over."""
     found = gather(box, actor, attach=attach, patch=patch, base=base, within=within)
@@ -61,8 +63,8 @@ def gather(
     *,
     attach: Sequence[str | os.PathLike[str]] = (),
     patch: str | None = None,
-    base: Path | None = None,
-    within: Path | None = None,
+    base: StrPath | None = None,
+    within: StrPath | None = None,
 ) -> list[Gathered]:
     """The attachments a send carries, each checked, named and measured before anything is written: the files
     opened (closed by the caller), the patch made, names made safe and unique, and the mailbox's limits on their
@@ -82,14 +84,14 @@ def gather(
     try:
         total = 0
         for given in attach:
-            found.append(project.read_file(given, base=base, within=within))
+            found.append(project.read_file(given, base=_as_path(base), within=_as_path(within)))
             total = _within_limit(found[-1].outgoing, total, limit)
         if patch is not None:
             work_tree = actor.place.top if actor.place is not None else actor.here
             top = within or work_tree or toplevel(base or current_directory())
             if top is None:
                 raise UsageError(Phrase("{patch} needs a git repository: run it inside one"))
-            found.append(project.make_patch(top, patch))
+            found.append(project.make_patch(Path(top), patch))
             total = _within_limit(found[-1].outgoing, total, limit)
         names = attachments.unique([g.outgoing.name for g in found])
         for index, (gathering, name) in enumerate(zip(found, names, strict=True)):
@@ -126,6 +128,10 @@ def limits(box: Store) -> tuple[int, int]:
         else:
             most = value
     return limit, most
+
+
+def _as_path(given: StrPath | None) -> Path | None:
+    return Path(given) if given is not None else None
 
 
 def _within_limit(item: Outgoing, total: int, limit: int) -> int:
@@ -211,9 +217,10 @@ def apply(box: Store, actor: Actor, message_id: str, name: str | None = None) ->
     from gitmail.values.attachments import COMMITS
     from gitmail.values.attachments import UNCOMMITTED as CHANGES
 
-    top = actor.place.top if actor.place is not None else actor.here
-    if top is None:
+    here = actor.place.top if actor.place is not None else actor.here
+    if here is None:
         raise UsageError(APPLY_OUTSIDE)
+    top = Path(here)
     entry = mailbox.show(box, message_id)
     item = _the_patch(entry) if name is None else mailbox.attachment(entry, name)
     data = mailbox.attachment_content(box, entry, item)

@@ -171,7 +171,7 @@ def _top(actor: Actor) -> Path:
     top = actor.place.top if actor.place is not None else actor.here
     if top is None:
         raise UsageError("a lease is taken on files of a git repository: run it inside one")
-    return top
+    return Path(top)
 
 
 def _pattern(top: Path, given: str, base: str | os.PathLike[str] | None) -> str:

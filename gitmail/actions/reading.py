@@ -43,7 +43,7 @@ def inbox(box: Store, actor: Actor, *, peek: bool = False, command: str = "gitma
 
         whole = [e.message.id for e in shown.shown.directed if e.message.id not in shown.shown.summarised]
         try:
-            terminal.saw(box.path, actor.repo, whole)
+            terminal.saw(box.root, actor.repo, whole)
         except OSError as error:
             return shown._replace(unrecorded=f"what the person was shown could not be recorded ({error.strerror})")
     return shown
@@ -75,7 +75,7 @@ def at_moment(
     if (
         moment in (Moment.START, Moment.TOOL, Moment.PROMPT)
         and actor.session is not None
-        and hookfiles.tracked_leases(box.path, actor.session.key) is not None
+        and hookfiles.tracked_leases(box.root, actor.session.key) is not None
     ):  # a session holding leases: they are kept up
         from gitmail.actions.leases import keep_up
 
@@ -93,12 +93,12 @@ def session_ended(box: Store, session: Session, reason: str = "") -> None:
         return
     from gitmail.store import sessions, stamps
 
-    repo = sessions.ended(box.path, session.host, session.id, reason)
+    repo = sessions.ended(box.root, session.host, session.id, reason)
     if repo is not None and not name_problem(repo):
         from gitmail.actions.leases import end_with_session
 
         end_with_session(box, RepoName(repo), session.key)
-        stamps.bump(box.path, [RepoName(repo)])
+        stamps.bump(box.root, [RepoName(repo)])
         from gitmail import arrivals
 
         arrivals.prepare_starts(box, [repo])
@@ -122,7 +122,7 @@ def show(box: Store, actor: Actor | None, message_id: str) -> Shown:
     if actor is not None and actor.session is not None and entry.recipient == actor.repo:
         from gitmail.store import sessions
 
-        sessions.saw(box.path, actor.session.host, actor.session.id, {entry.message.id})
+        sessions.saw(box.root, actor.session.host, actor.session.id, {entry.message.id})
     return Shown(entry, load_claims(box))
 
 

@@ -21,8 +21,9 @@ from gitmail.workspace import Actor
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from datetime import datetime
-    from pathlib import Path
     from typing import NamedTuple
+
+    from _typeshed import StrPath
 
     from gitmail.values.outgoing import Outgoing
 else:
@@ -70,8 +71,8 @@ def send(
     urgency: str | None = None,
     attach: Sequence[str | os.PathLike[str]] = (),
     patch: str | None = None,
-    base: Path | None = None,
-    within: Path | None = None,
+    base: StrPath | None = None,
+    within: StrPath | None = None,
 ) -> Sent:
     """Send to a repo or one session of it (`to`: `web`, `web#HANDLE`), to every repo (`broadcast`), or in reply to
     a message (`reply_to`: to its sender, to the very session that asked when one did, threaded, archiving it for
@@ -108,8 +109,8 @@ def _carried(
     *,
     attach: Sequence[str | os.PathLike[str]],
     patch: str | None,
-    base: Path | None,
-    within: Path | None,
+    base: StrPath | None,
+    within: StrPath | None,
 ) -> Iterator[tuple[Sequence[Outgoing], tuple[str, ...]]]:
     """What the send carries, and what its sender should know of it; attaching.py is loaded only for a send that
     carries something."""

@@ -202,7 +202,7 @@ def _guard(*, install: bool, dry_run: bool, alone: bool) -> None:
     here = place(current_directory())
     if here is None:
         raise UsageError("the commit guard goes into a git repository: run this inside one")
-    lines = (guard_hook.install if install else guard_hook.uninstall)(here.top, dry_run=dry_run)
+    lines = (guard_hook.install if install else guard_hook.uninstall)(Path(here.top), dry_run=dry_run)
     for line in lines:
         say(f"would do: {line}" if dry_run else line)
     if not lines:

@@ -286,7 +286,7 @@ def guard(store: Store, here: Place | None) -> list[Finding]:
         return []
     from gitmail.install.guard_hook import guard_status
 
-    status = guard_status(here.top)
+    status = guard_status(Path(here.top))
     if status.installed and status.current:
         return [Finding("guard", Level.OK, f"the commit guard is installed in this repository ({status.hook})")]
     if status.installed:

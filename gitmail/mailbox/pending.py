@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 from gitmail.mailbox.finding import oldest_first, parsed
@@ -68,9 +69,9 @@ def pending(
     if store.kept is None:
         return _pending(store, me, places, receipted)[0]
     # A long-lived reader: the same refs, notes and machine files are the same mail (what was read is kept, kept.py).
-    own = store.own_dir
-    files = [str(own / name) for name in (machines.ID_FILE, machines.ARRIVED_FILE, syncedreceipts.FILE)]
-    key = (tuple(places), receipted, tuple(sorted(refs.resolve(store.path, [SEEN_NOTES, RECEIPTS_NOTES]).items())))
+    own = store.own_root
+    files = [os.path.join(own, name) for name in (machines.ID_FILE, machines.ARRIVED_FILE, syncedreceipts.FILE)]
+    key = (tuple(places), receipted, tuple(sorted(refs.resolve(store.root, [SEEN_NOTES, RECEIPTS_NOTES]).items())))
     made = store.kept.while_same(
         ("pending", me, tuple(also)), key, lambda: files, lambda: _pending(store, me, places, receipted), _whole
     )
@@ -83,7 +84,7 @@ def _whole(made: tuple[Pending, bool]) -> bool:
 
 def _folders(store: Store, prefixes: Sequence[str]) -> dict[str, pendingindex.Folder]:
     """Each folder's records and refs (pendingindex.read: its listing while the folder's stamp holds)."""
-    return {prefix: pendingindex.read(store.own_dir, store.path, prefix) for prefix in dict.fromkeys(prefixes)}
+    return {prefix: pendingindex.read(store.own_root, store.root, prefix) for prefix in dict.fromkeys(prefixes)}
 
 
 def _places(folders: Mapping[str, pendingindex.Folder]) -> list[Located]:
@@ -173,7 +174,7 @@ def _indexed(store: Store, places: Sequence[Located]) -> dict[str, dict[str, pen
     """What the pending index holds for the folders of these places: one file per folder, records by commit."""
     if not places or store.old_names:
         return {}
-    return {prefix: pendingindex.load(store.own_dir, prefix) for prefix in dict.fromkeys(map(_prefix, places))}
+    return {prefix: pendingindex.load(store.own_root, prefix) for prefix in dict.fromkeys(map(_prefix, places))}
 
 
 def _documents(
@@ -246,7 +247,7 @@ def _index(
                 except BadDocument:
                     continue  # named unreadable each time, as without an index
         listing, fresh = (folder.listing, folder.fresh) if folder is not None else (None, False)
-        pendingindex.kept(store.own_dir, prefix, records, [p.oid for p, _ in found], added, listing, fresh)
+        pendingindex.kept(store.own_root, prefix, records, [p.oid for p, _ in found], added, listing, fresh)
 
 
 def record_shown(

@@ -5,7 +5,6 @@ and why."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
@@ -23,7 +22,7 @@ class Who(NamedTuple):
     """The repo a call acts for, and how that was decided."""
 
     repo: RepoName
-    here: Path | None  # the repository's own path, when known (not for a name given as an argument)
+    here: str | None  # the repository's own path, when known (not for a name given as an argument)
     source: str  # said in the answer: "the client's root /x/api", "the server's directory /x/api", "the argument"
     place: Place | None = None  # the work tree the roots or the directory are in
 
@@ -38,7 +37,7 @@ class Who(NamedTuple):
 def from_roots(uris: Sequence[str]) -> Who | None:
     """The one repository the client's roots are in (worktrees of one repository are one); an error when they are
     in several or in none."""
-    homes: dict[Path, Place] = {}
+    homes: dict[str, Place] = {}
     for uri in uris:
         parsed = urlparse(uri)
         if parsed.scheme != "file":

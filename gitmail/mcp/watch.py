@@ -33,7 +33,7 @@ class Watcher:
 
     def _run(self) -> None:
         while not self.stopping.is_set():
-            folder = stamps.directory(self.store.path)
+            folder = Path(stamps.directory(self.store.root))
             try:  # the stamps' folder, or while there is no mailbox yet, the nearest folder above it
                 _next_change(folder if folder.is_dir() else _nearest_existing(folder), self.stopping)
             except Exception:  # the folder went away or could not be watched: look again shortly

@@ -17,7 +17,7 @@ FILE = "claims.json"
 
 def load_claims(store: Store) -> dict[str, str]:
     """Name -> the path of the repository that first used it."""
-    text = read_text(store.own_dir / FILE)
+    text = read_text(os.path.join(store.own_root, FILE))
     try:
         data = json.loads(text) if text is not None else {}
     except ValueError:
@@ -26,8 +26,8 @@ def load_claims(store: Store) -> dict[str, str]:
 
 
 def save_claims(store: Store, claims: dict[str, str]) -> None:
-    write_atomically(store.own_dir / FILE, json.dumps(claims, indent=1, sort_keys=True).encode())
-    stamps.bump_claims(store.path)  # trust labels may read differently now
+    write_atomically(os.path.join(store.own_root, FILE), json.dumps(claims, indent=1, sort_keys=True).encode())
+    stamps.bump_claims(store.root)  # trust labels may read differently now
 
 
 def claim(store: Store, *, repo: RepoName, path: str | os.PathLike[str], timeout: float = WRITE_WAIT) -> str | None:

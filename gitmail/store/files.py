@@ -88,6 +88,23 @@ def sync_directory(directory: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def make_dir(path: str | os.PathLike[str], mode: int = 0o700) -> None:
+    """A directory, unless one is there (what Path.mkdir(mode, exist_ok=True) does, without pathlib's import)."""
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+
+
+def touch(path: str | os.PathLike[str]) -> None:
+    """Mark a file's time as now, creating it empty if missing (Path.touch, without pathlib's import)."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o666))
+
+
 def read_line(path: str | os.PathLike[str]) -> str:
     """The first line of a small file, stripped; "" when it is missing or unreadable (the files read this way are
     hints, never the record). Read as the file system spells paths (UTF-8, any other byte kept), as hook.sh compares

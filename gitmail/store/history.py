@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
+from gitmail.store.files import make_dir, touch
 from gitmail.store.location import OWN_DIR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NamedTuple
+
+    from _typeshed import StrPath
 else:
     from gitmail.values.tuples import NamedTuple
 
@@ -40,23 +42,23 @@ class Line(NamedTuple):
         return f"{self.time} {self.id} {self.recipient} {self.sender}\n"
 
 
-def directory(mailbox: Path) -> Path:
-    return mailbox / OWN_DIR / DIRECTORY
+def directory(mailbox: StrPath) -> str:
+    return os.path.join(mailbox, OWN_DIR, DIRECTORY)
 
 
-def complete(mailbox: Path) -> bool:
-    return (directory(mailbox) / COMPLETE).exists()
+def complete(mailbox: StrPath) -> bool:
+    return os.path.exists(os.path.join(directory(mailbox), COMPLETE))
 
 
-def forget(mailbox: Path) -> None:
+def forget(mailbox: StrPath) -> None:
     """Mark the index incomplete: the next reader rebuilds it from the refs."""
     try:
-        (directory(mailbox) / COMPLETE).unlink()
+        os.unlink(os.path.join(directory(mailbox), COMPLETE))
     except FileNotFoundError:
         pass
 
 
-def append(mailbox: Path, lines: Iterable[Line]) -> None:
+def append(mailbox: StrPath, lines: Iterable[Line]) -> None:
     """Add lines to the files of everyone they concern (the caller holds the mailbox lock)."""
     by_file: dict[str, list[str]] = {}
     for line in lines:
@@ -65,36 +67,36 @@ def append(mailbox: Path, lines: Iterable[Line]) -> None:
     if not by_file:
         return
     folder = directory(mailbox)
-    folder.mkdir(mode=0o700, exist_ok=True)
+    make_dir(folder)
     for name, texts in by_file.items():
-        fd = os.open(folder / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, "".join(texts).encode())
         finally:
             os.close(fd)
 
 
-def rebuild(mailbox: Path, lines: Sequence[Line]) -> None:
+def rebuild(mailbox: StrPath, lines: Sequence[Line]) -> None:
     """Replace every file with what the refs say (the caller holds the lock), then mark the index complete."""
     folder = directory(mailbox)
-    folder.mkdir(mode=0o700, exist_ok=True)
+    make_dir(folder)
     for entry in os.scandir(folder):
         os.unlink(entry.path)
     append(mailbox, sorted(lines))
-    (folder / COMPLETE).touch()
+    touch(os.path.join(folder, COMPLETE))
 
 
-def newest(mailbox: Path, names: Sequence[str], wanted: int) -> list[Line]:
+def newest(mailbox: StrPath, names: Sequence[str], wanted: int) -> list[Line]:
     """The `wanted` newest distinct messages of these files (fewer if there are no more), newest first."""
     found: dict[str, Line] = {}
     for name in names:
-        for line in _tail(directory(mailbox) / name, wanted):
+        for line in _tail(os.path.join(directory(mailbox), name), wanted):
             if line.id not in found or found[line.id].time < line.time:
                 found[line.id] = line
     return sorted(found.values(), key=lambda line: (line.time, line.id), reverse=True)[:wanted]
 
 
-def _tail(path: Path, wanted: int) -> list[Line]:
+def _tail(path: str, wanted: int) -> list[Line]:
     """The last lines of a file that hold `wanted` distinct ids, read backwards in blocks."""
     try:
         handle = open(path, "rb")

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from pathlib import Path
 
 from gitmail.store.location import OWN_DIR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NamedTuple
+
+    from _typeshed import StrPath
 else:
     from gitmail.values.tuples import NamedTuple
 
@@ -52,17 +53,17 @@ SESSION_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 MAX_SESSION_ID = 128
 
 
-def folder(mailbox: Path, name: str) -> Path:
-    return mailbox / OWN_DIR / name
+def folder(mailbox: StrPath, name: str) -> str:
+    return os.path.join(mailbox, OWN_DIR, name)
 
 
-def stamp_file(mailbox: Path, ref: str | None) -> Path:
+def stamp_file(mailbox: StrPath, ref: str | None) -> str:
     """The stamp of a repo's directed mail (by its ref spelling), or (None) of the broadcasts."""
-    return folder(mailbox, STAMPS) / (BROADCAST_STAMP if ref is None else ref)
+    return os.path.join(folder(mailbox, STAMPS), BROADCAST_STAMP if ref is None else ref)
 
 
-def claims_stamp(mailbox: Path) -> Path:
-    return folder(mailbox, STAMPS) / CLAIMS_STAMP
+def claims_stamp(mailbox: StrPath) -> str:
+    return os.path.join(folder(mailbox, STAMPS), CLAIMS_STAMP)
 
 
 def stamps_line(ref: str, mine: str, everyone: str) -> str:
@@ -100,16 +101,18 @@ def session_key(host: str, session_id: str) -> str | None:
 
 
 class SessionFiles(NamedTuple):
-    record: Path  # .json
-    stamps: Path  # .stamps
-    turn: Path  # .turn
-    top: Path  # .top
-    live: Path  # .live
+    record: str  # .json
+    stamps: str  # .stamps
+    turn: str  # .turn
+    top: str  # .top
+    live: str  # .live
 
 
-def session_files(mailbox: Path, stem: str) -> SessionFiles:
+def session_files(mailbox: StrPath, stem: str) -> SessionFiles:
     where = folder(mailbox, SESSIONS)
-    return SessionFiles(*(where / f"{stem}.{suffix}" for suffix in ("json", "stamps", "turn", "top", "live")))
+    return SessionFiles(
+        *(os.path.join(where, f"{stem}.{suffix}") for suffix in ("json", "stamps", "turn", "top", "live"))
+    )
 
 
 _TREE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
@@ -124,17 +127,19 @@ def tree_name(top: str) -> str | None:
 
 
 class Kept(NamedTuple):
-    key: Path
-    record: Path
-    answer: Path
-    due: Path
-    recording: Path  # the repository's ref, then the ids whose receipts the answer leaves to write
+    key: str
+    record: str
+    answer: str
+    due: str
+    recording: str  # the repository's ref, then the ids whose receipts the answer leaves to write
 
 
-def kept(mailbox: Path, host: str, tree: str) -> Kept:
+def kept(mailbox: StrPath, host: str, tree: str) -> Kept:
     """The kept answer's files for a work tree (by `tree_name`)."""
     where = folder(mailbox, CACHE)
-    return Kept(*(where / f"{host}-{tree}.{suffix}" for suffix in ("key", "record", "out", "due", "recording")))
+    return Kept(
+        *(os.path.join(where, f"{host}-{tree}.{suffix}") for suffix in ("key", "record", "out", "due", "recording"))
+    )
 
 
 def kept_key(stamps: str, claims: str, *, watch: bool) -> str:
@@ -145,14 +150,14 @@ def kept_key(stamps: str, claims: str, *, watch: bool) -> str:
     return f"{stamps}:{claims}:{wake}:{'watch' if watch else ''}:{os.environ.get('PATH', '')}"
 
 
-def renewal_path(mailbox: Path, holder: str) -> str | None:
+def renewal_path(mailbox: StrPath, holder: str) -> str | None:
     """A session's `.renew` (store/lease_refs.py writes it): when its leases are next renewed, and which they are."""
     host, _, session_id = holder.partition(":")
     stem = session_key(host, session_id) if session_id else None
-    return str(folder(mailbox, SESSIONS) / f"{stem}.renew") if stem else None
+    return os.path.join(folder(mailbox, SESSIONS), f"{stem}.renew") if stem else None
 
 
-def tracked_leases(mailbox: Path, holder: str) -> tuple[str, list[str]] | None:
+def tracked_leases(mailbox: StrPath, holder: str) -> tuple[str, list[str]] | None:
     """The repository (its ref) and the leases a session's `.renew` lists; None without one (a session holding no
     lease: nothing about leases need be loaded)."""
     path = renewal_path(mailbox, holder)

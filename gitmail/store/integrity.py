@@ -262,7 +262,7 @@ def config_drift(store: Store) -> list[tuple[str, str, str | None]]:
 class JournalState(NamedTuple):
     """A journal a killed writer left, as the lock's holder finds it."""
 
-    path: Path
+    path: str
     busy: bool = False  # a writer holds the lock now: the journal is its own, at work
     unreadable: str = ""  # why it cannot be read from disk (an OSError)
     garbled: str = ""  # why what it holds is no journal (not text, not JSON, ...)

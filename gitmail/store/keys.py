@@ -21,11 +21,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from gitmail.errors import MailboxError, Unwritable, UsageError
-from gitmail.store import machines, pins
-from gitmail.store.files import read_text, write_atomically
+from gitmail.store import keygen, machines, pins
+from gitmail.store.files import make_dir, read_text, write_atomically
+from gitmail.store.keygen import NoSigner as NoSigner
+from gitmail.store.keygen import SigningKeyError as SigningKeyError
+from gitmail.store.location import spelled
 from gitmail.store.repository import Store
 from gitmail.values import sshsig
 from gitmail.values.dates import UTC, datetime
@@ -35,7 +37,10 @@ from gitmail.values.machine import NAME_PATTERN, Machine
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hashlib import sha1 as _sha1
+    from pathlib import Path
     from typing import NamedTuple
+
+    from _typeshed import StrPath
 
     from gitmail.values.verdict import Key
 else:
@@ -54,10 +59,6 @@ MAX_NOTE_BYTES = 64 * 1024  # a machine's publications: a few lines; a larger no
 MAX_PUBLICATIONS = 1000  # publications checked at most, all machines together
 
 
-class SigningKeyError(MailboxError):
-    """The key gitmail is to sign with cannot be used: missing, readable by others, damaged, or refused."""
-
-
 class ExposedKey(SigningKeyError):
     """A private key file others may read: refused, as ssh refuses it (the fix is the user's: chmod 600)."""
 
@@ -66,18 +67,15 @@ class DamagedKey(SigningKeyError):
     """gitmail's own key of this machine is there but is no key it can sign with (cut short, garbled, unreadable):
     writes go on unsigned, saying so, until `gitmail doctor --repair` makes a new key and publishes it."""
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: StrPath, reason: str) -> None:
+        from pathlib import Path  # a damaged key: rare
+
         super().__init__(
             f"this machine's signing key {path} is damaged ({reason}): mail is written unsigned until "
             "`gitmail doctor --repair` makes a new key"
         )
-        self.path, self.reason = path, reason
+        self.path, self.reason = Path(path), reason
         self.aside: Path | None = None  # where `replace_damaged` set it aside
-
-
-class NoSigner(SigningKeyError):
-    """Nothing in this process can sign or make a key: no PyNaCl and no ssh-keygen (a bare interpreter, as a host
-    plugin runs gitmail before it has set up its own environment)."""
 
 
 # -- this machine's key ---------------------------------------------------------------------------------------------
@@ -86,9 +84,16 @@ class NoSigner(SigningKeyError):
 class Signer:
     """The key this machine signs with."""
 
-    def __init__(self, path: Path, public: bytes, seed: bytes | None, *, own: bool) -> None:
-        self.path, self.public, self.seed, self.own = path, public, seed, own
+    def __init__(self, path: StrPath, public: bytes, seed: bytes | None, *, own: bool) -> None:
+        self.file, self.public, self.seed, self.own = os.fspath(path), public, seed, own
         self.fingerprint = sshsig.fingerprint(public)
+
+    @property
+    def path(self) -> Path:
+        """The key file (`file`) as a Path: made when asked for, as a send never needs it."""
+        from pathlib import Path
+
+        return Path(self.file)
 
     @property
     def openssh(self) -> str:
@@ -106,20 +111,20 @@ class Signer:
                 return sshsig.ed25519_signature(self.seed, point, data, namespace)
             except sshsig.Unavailable:
                 pass  # no PyNaCl here: ssh-keygen signs with the same file
-        return _keygen_sign(self.path, data, namespace)
+        return keygen.sign(self.file, data, namespace)
 
 
-def default_path(store: Store, machine_id: str) -> Path:
-    return store.own_dir / FOLDER / machine_id
+def default_path(store: Store, machine_id: str) -> str:
+    return os.path.join(store.own_root, FOLDER, machine_id)
 
 
-def configured(store: Store) -> Path | None:
+def configured(store: Store) -> str | None:
     """The key `gitmail.signingKey` names, if any (SigningKeyError for a relative path)."""
     raw = store.setting(SETTING) if store.exists() else None
     if not raw:
         return None
-    path = Path(os.path.expanduser(raw))
-    if not path.is_absolute():
+    path = spelled(raw)
+    if not os.path.isabs(path):
         raise SigningKeyError(f"gitmail.{SETTING} must be an absolute path (it is {raw!r})")
     return path
 
@@ -134,7 +139,7 @@ def signer(store: Store, *, create: bool) -> Signer | None:
     if machine_id is None:
         return None
     path = default_path(store, machine_id)
-    if not path.exists():
+    if not os.path.exists(path):
         if not create:
             return None
         _make(store, path, machines.current(store))
@@ -146,7 +151,7 @@ def signer(store: Store, *, create: bool) -> Signer | None:
         raise DamagedKey(path, _reason(str(error), path)) from None
 
 
-def _reason(said: str, path: Path) -> str:
+def _reason(said: str, path: StrPath) -> str:
     """What a refusal of a key file says of it, without the path the damage line names already."""
     for prefix in (f"{path} is ", f"cannot read the signing key {path}: ", f"{path} "):
         if said.startswith(prefix):
@@ -160,7 +165,7 @@ def replace_damaged(store: Store, damaged: DamagedKey) -> Signer:
     aside = damaged.path.with_name(f"{damaged.path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
     try:
         os.replace(damaged.path, aside)
-        Path(f"{damaged.path}.pub").unlink(missing_ok=True)
+        damaged.path.with_name(damaged.path.name + ".pub").unlink(missing_ok=True)
     except OSError as error:
         raise SigningKeyError(f"cannot set {damaged.path} aside: {error.strerror or error}") from None
     damaged.aside = aside
@@ -168,7 +173,7 @@ def replace_damaged(store: Store, damaged: DamagedKey) -> Signer:
     return load(damaged.path, own=True)
 
 
-def load(path: Path, *, own: bool = False) -> Signer:
+def load(path: StrPath, *, own: bool = False) -> Signer:
     """A key file as a Signer: a private key (refused when others may read it), or a public key whose private half
     an ssh-agent holds. SigningKeyError, in one line, for anything else."""
     text = _read_key(path)
@@ -179,8 +184,8 @@ def load(path: Path, *, own: bool = False) -> Signer:
         public = sshsig.key_blob(text.decode("ascii"))
     except (ValueError, UnicodeDecodeError):
         raise SigningKeyError(f"{path} is neither an SSH private key nor an SSH public key") from None
-    beside = path.with_suffix("") if path.suffix == ".pub" else None
-    if beside is not None and beside.exists():
+    beside = _without_pub(os.fspath(path))
+    if beside is not None and os.path.exists(beside):
         # ssh-keygen -f KEY.pub signs with the agent's key, else silently with the private file beside it: check
         # that file as ssh-keygen would use it, and sign with it in-process when that can be done.
         key = _private(beside, _read_key(beside))
@@ -190,11 +195,18 @@ def load(path: Path, *, own: bool = False) -> Signer:
     return Signer(path, public, None, own=own)
 
 
+def _without_pub(path: str) -> str | None:
+    """KEY for KEY.pub (as Path.with_suffix("") spells it when the suffix is .pub), else None."""
+    name = os.path.basename(path)
+    dot = name.rfind(".")
+    return path[: -len(".pub")] if 0 < dot < len(name) - 1 and name[dot:] == ".pub" else None
+
+
 def _looks_private(text: bytes) -> bool:
     return b"PRIVATE KEY-----" in text[:100]
 
 
-def _read_key(path: Path) -> bytes:
+def _read_key(path: StrPath) -> bytes:
     try:
         with open(path, "rb") as handle:
             info = os.fstat(handle.fileno())
@@ -211,7 +223,7 @@ def _read_key(path: Path) -> bytes:
     return text
 
 
-def _private(path: Path, text: bytes) -> sshsig.PrivateKey:
+def _private(path: StrPath, text: bytes) -> sshsig.PrivateKey:
     """The key in a private key file: OpenSSH's format read here; an older one (PEM) through ssh-keygen, which
     signs with it too."""
     if sshsig.is_private(text):
@@ -221,44 +233,34 @@ def _private(path: Path, text: bytes) -> sshsig.PrivateKey:
             raise SigningKeyError(f"{path} is {error}") from None
     if not _looks_private(text):
         raise SigningKeyError(f"{path} is not an SSH private key")
-    public = Path(f"{path}.pub")
+    public = f"{os.fspath(path)}.pub"
     try:
-        line = public.read_text(encoding="ascii") if public.exists() else _keygen_public(path)
+        line = _read_ascii(public) if os.path.exists(public) else keygen.public(path)
         return sshsig.PrivateKey(sshsig.key_blob(line), None)
     except (OSError, ValueError, UnicodeDecodeError):
         raise SigningKeyError(f"cannot tell the public key of {path}") from None
 
 
-def _keygen_public(path: Path) -> str:
-    import subprocess
-
-    try:
-        done = subprocess.run(
-            ["ssh-keygen", "-y", "-f", str(path)],
-            capture_output=True,
-            timeout=30,
-            start_new_session=True,
-            env={**os.environ, "SSH_ASKPASS_REQUIRE": "never"},
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout.decode("ascii", "replace") if done.returncode == 0 else ""
+def _read_ascii(path: str) -> str:
+    with open(path, encoding="ascii") as handle:
+        return handle.read()
 
 
-def _make(store: Store, path: Path, machine: Machine) -> None:
+def _make(store: Store, key: StrPath, machine: Machine) -> None:
     """gitmail's own key for this machine, made once (racing makers agree on one: the first link wins)."""
     comment = f"gitmail@{machine.name}"
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
+    path = os.fspath(key)
+    folder, name = os.path.split(path)
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}.{time.monotonic_ns()}")
     try:
-        path.parent.mkdir(mode=0o700, exist_ok=True)
+        make_dir(folder)
         seed = os.urandom(32)
         try:
             text = sshsig.write_private(
                 seed, sshsig.ed25519_keypair(seed), comment, int.from_bytes(os.urandom(4), "big")
             )
         except sshsig.Unavailable:  # no PyNaCl here: ssh-keygen makes it
-            text = _keygen_make(path.parent, comment)
+            text = keygen.make(folder, comment)
         public = sshsig.read_private(text).public
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
@@ -271,64 +273,17 @@ def _make(store: Store, path: Path, machine: Machine) -> None:
         except FileExistsError:
             return  # another process made it first: theirs is the one
         except OSError:  # a file system without hard links
-            if not path.exists():
+            if not os.path.exists(path):
                 os.replace(temporary, path)
         finally:
-            temporary.unlink(missing_ok=True)
+            try:
+                os.unlink(temporary)
+            except FileNotFoundError:
+                pass
         line = f"{sshsig.openssh(public)} {comment}\n"
-        write_atomically(path.with_name(path.name + ".pub"), line.encode())
+        write_atomically(path + ".pub", line.encode())
     except OSError as error:
         raise SigningKeyError(f"cannot make a signing key at {path}: {error.strerror or error}") from None
-
-
-def _keygen_make(folder: Path, comment: str) -> bytes:
-    import subprocess
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix=".new-", dir=folder) as scratch:
-        made = Path(scratch, "key")
-        try:
-            done = subprocess.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(made)],
-                capture_output=True,
-                stdin=subprocess.DEVNULL,
-                timeout=60,
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            raise NoSigner("no key can be made here: that needs PyNaCl or ssh-keygen, and neither is here") from None
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise SigningKeyError(f"ssh-keygen could not make a key: {error}") from None
-        if done.returncode != 0:
-            raise SigningKeyError(f"ssh-keygen could not make a key: {done.stderr.decode(errors='replace').strip()}")
-        return made.read_bytes()
-
-
-def _keygen_sign(path: Path, data: bytes, namespace: str) -> str:
-    """`ssh-keygen -Y sign`: any key type, an ssh-agent's key given its public key file. Never waits for a
-    passphrase: no terminal (a session of its own) and no askpass, so an encrypted key fails at once."""
-    import subprocess
-
-    try:
-        done = subprocess.run(
-            ["ssh-keygen", "-q", "-Y", "sign", "-n", namespace, "-f", str(path)],
-            input=data,
-            capture_output=True,
-            timeout=60,
-            start_new_session=True,
-            env={**os.environ, "SSH_ASKPASS_REQUIRE": "never"},
-        )
-    except FileNotFoundError:
-        raise NoSigner(
-            f"signing with {path} needs ssh-keygen (or PyNaCl, for an Ed25519 key): neither is here"
-        ) from None
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise SigningKeyError(f"ssh-keygen could not sign with {path}: {error}") from None
-    if done.returncode != 0 or not done.stdout.startswith(sshsig.BEGIN.encode()):
-        said = done.stderr.decode(errors="replace").strip().splitlines()
-        reason = said[-1] if said else f"it exited {done.returncode}"
-        raise SigningKeyError(f"ssh-keygen could not sign with {path}: {reason}")
-    return done.stdout.decode("ascii")
 
 
 class Survey(NamedTuple):
@@ -421,7 +376,7 @@ def publications(store: Store) -> Publications:
 
 
 def published_mark(store: Store) -> str:
-    return (read_text(store.own_dir / FOLDER / PUBLISHED) or "").strip()
+    return (read_text(os.path.join(store.own_root, FOLDER, PUBLISHED)) or "").strip()
 
 
 def mark(key: Signer, machine: Machine) -> str:
@@ -430,7 +385,9 @@ def mark(key: Signer, machine: Machine) -> str:
 
 def remember_published(store: Store, key: Signer, machine: Machine) -> None:
     try:
-        write_atomically(store.own_dir / FOLDER / PUBLISHED, (mark(key, machine) + "\n").encode(), durable=False)
+        write_atomically(
+            os.path.join(store.own_root, FOLDER, PUBLISHED), (mark(key, machine) + "\n").encode(), durable=False
+        )
     except MailboxError:
         pass  # published again at the next write: a line already there is not added twice
 

@@ -150,7 +150,7 @@ def repos(store: Store) -> list[RepoName]:
 
 
 def index_path(store: Store, repo: RepoName) -> str:
-    return str(hookfiles.folder(store.path, hookfiles.STAMPS) / (repo.ref + INDEX_SUFFIX))
+    return os.path.join(hookfiles.folder(store.root, hookfiles.STAMPS), repo.ref + INDEX_SUFFIX)
 
 
 def hook_line(lease: leases.Lease, here: str | None = None) -> str:

@@ -7,9 +7,11 @@ import os
 
 from gitmail.errors import UsageError
 
-TYPE_CHECKING = False  # pathlib costs the quick sync path an import; only `default_path` needs it
+TYPE_CHECKING = False  # pathlib costs every command an import; only `default_path` needs it
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from _typeshed import StrPath
 
 MAILBOX_ENV = "GITMAIL_DIR"
 DEFAULT = (".gitmail", "mail.git")  # below the home directory
@@ -31,11 +33,19 @@ def mailbox_path() -> str:
     return path
 
 
+def spelled(path: str | os.PathLike[str]) -> str:
+    """A path as Path(path).expanduser() spells it: no trailing or doubled separator, no `.` component."""
+    given = os.path.expanduser(os.fspath(path))
+    start = "//" if given.startswith("//") and not given.startswith("///") else "/" if given.startswith("/") else ""
+    parts = [part for part in given.split("/") if part not in ("", ".")]
+    return start + "/".join(parts) if parts or start else "."
+
+
 def default_path() -> Path:
     from pathlib import Path
 
     return Path(mailbox_path())
 
 
-def log_path(mailbox: Path) -> Path:
-    return mailbox.parent / LOG_NAME
+def log_path(mailbox: StrPath) -> str:
+    return os.path.join(os.path.dirname(os.fspath(mailbox)), LOG_NAME)

@@ -14,11 +14,14 @@ import json
 import os
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 from gitmail.errors import MailboxBusy, Transient
 from gitmail.store.files import unwritable, write_atomically
 from gitmail.values.layout import Change
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from _typeshed import StrPath
 
 LOCK_NAME = "lock"
 JOURNAL_NAME = "journal"
@@ -67,7 +70,7 @@ def attempts(tries: int = 3) -> Iterator[Attempt]:
             return
 
 
-def acquire(fd: int, deadline: Deadline, where: Path) -> None:
+def acquire(fd: int, deadline: Deadline, where: StrPath) -> None:
     import fcntl  # loaded by what writes: a read never locks
 
     pause = 0.001
@@ -84,21 +87,21 @@ def acquire(fd: int, deadline: Deadline, where: Path) -> None:
             pause = min(pause * 2, 0.05)
 
 
-def open_lock(own_dir: Path) -> int:
+def open_lock(own_dir: StrPath) -> int:
     try:
-        return os.open(own_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        return os.open(os.path.join(own_dir, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as error:
-        raise unwritable(own_dir.parent, error) from None
+        raise unwritable(os.path.dirname(os.fspath(own_dir)), error) from None
 
 
 class Journal:
     """What a writer is about to change, so the next lock holder can finish it."""
 
-    def __init__(self, own_dir: Path) -> None:
-        self.path = own_dir / JOURNAL_NAME
+    def __init__(self, own_dir: StrPath) -> None:
+        self.path = os.path.join(own_dir, JOURNAL_NAME)
 
     def exists(self) -> bool:
-        return self.path.exists()
+        return os.path.exists(self.path)
 
     def record(self, changes: Sequence[Change], *, durable: bool) -> None:
         """Durable (fsynced) when the change must be finished after a crash; otherwise it only names the refs
@@ -107,7 +110,8 @@ class Journal:
 
     def load(self) -> list[Change]:
         """The recorded changes; ValueError when the journal cannot be read as one."""
-        raw = json.loads(self.path.read_bytes())
+        with open(self.path, "rb") as file:
+            raw = json.loads(file.read())
         if not isinstance(raw, list):
             raise ValueError("not a list of changes")
         changes = []
@@ -120,64 +124,67 @@ class Journal:
         return changes
 
     def clear(self) -> None:
-        self.path.unlink(missing_ok=True)
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
 
-    def set_aside(self) -> Path:
+    def set_aside(self) -> str:
         """Keep a journal that cannot be replayed for inspection, out of the way of every later writer."""
-        kept = self.path.with_name(f"{JOURNAL_NAME}.set-aside-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+        aside = f"{JOURNAL_NAME}.set-aside-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        kept = os.path.join(os.path.dirname(self.path), aside)
         os.replace(self.path, kept)
         return kept
 
 
-def lock_file(git_dir: Path, ref: str) -> Path:
-    return git_dir / f"{ref}.lock"
+def lock_file(git_dir: StrPath, ref: str) -> str:
+    return os.path.join(git_dir, f"{ref}.lock")
 
 
-def remove_left_by_dead_writer(git_dir: Path, refs: Sequence[str]) -> None:
+def remove_left_by_dead_writer(git_dir: StrPath, refs: Sequence[str]) -> None:
     """The `.lock` files of refs a dead gitmail writer was moving: its git processes shared its flock, which we
     now hold, so none of them is alive."""
     for ref in refs:
         try:
-            lock_file(git_dir, ref).unlink()
+            os.unlink(lock_file(git_dir, ref))
         except FileNotFoundError:
             pass
 
 
-def held_lock(stderr: str, git_dir: Path) -> Path | None:
+def held_lock(stderr: str, git_dir: StrPath) -> str | None:
     """The lock file a failed git command names as held ("Unable to create '….lock': File exists")."""
     marker = "Unable to create '"
     at = stderr.find(marker)
     if at < 0:
         return None
     end = stderr.find("'", at + len(marker))
-    found = Path(stderr[at + len(marker) : end]) if end > 0 else None
-    if found is None or not found.name.endswith(".lock"):
+    found = stderr[at + len(marker) : end] if end > 0 else None
+    if found is None or not os.path.basename(found).endswith(".lock"):
         return None
-    try:
-        found.resolve().relative_to(git_dir.resolve())
-    except (ValueError, OSError):
+    inside, where = os.path.realpath(found), os.path.realpath(git_dir)
+    if os.path.commonpath([inside, where]) != where:
         return None
     return found
 
 
-def clear_if_abandoned(lock: Path, *, only_if_old: bool) -> bool:
+def clear_if_abandoned(lock: StrPath, *, only_if_old: bool) -> bool:
     """Remove a lock file old enough that no live git can be holding it. Returns whether it removed one, or (when
     not `only_if_old`) whether the lock is gone now."""
     try:
-        age = time.time() - lock.stat().st_mtime
+        age = time.time() - os.stat(lock).st_mtime
     except FileNotFoundError:
         return not only_if_old
     if age < ABANDONED_AFTER:
         return False
     try:
-        lock.unlink()
+        os.unlink(lock)
     except FileNotFoundError:
         pass
     return True
 
 
-def lock_age(lock: Path) -> float:
+def lock_age(lock: StrPath) -> float:
     try:
-        return time.time() - lock.stat().st_mtime
+        return time.time() - os.stat(lock).st_mtime
     except OSError:
         return 0.0

@@ -8,14 +8,15 @@ from __future__ import annotations
 import os
 import time
 
-from gitmail.store.location import default_path, log_path
+from gitmail.store.location import log_path, mailbox_path, spelled
 
 LIMIT = 1 << 20  # bytes a log grows to before it is set aside as gitmail.log.1
 
 TYPE_CHECKING = False  # the quick paths load this: no typing (nor pathlib) import for the annotations
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
+
+    from _typeshed import StrPath
 
 _hearers: list[Callable[[str], None]] = []  # who hears `tell`: the edge of a command line (its standard error)
 _told: set[str] = set()
@@ -28,7 +29,7 @@ def heard_by(hearer: Callable[[str], None]) -> None:
     _told.clear()
 
 
-def tell(mailbox: Path, text: str) -> None:
+def tell(mailbox: StrPath, text: str) -> None:
     """A problem gitmail works around that the one who runs it should know of and can fix: logged, and said once
     per process to whoever hears (a hook has nobody: the log alone)."""
     if text in _told:
@@ -39,7 +40,7 @@ def tell(mailbox: Path, text: str) -> None:
         hearer(text)
 
 
-def problem(mailbox: Path, text: str) -> None:
+def problem(mailbox: StrPath, text: str) -> None:
     """A line saying what went wrong with the mailbox and what was done about it."""
     _append(log_path(mailbox), f"{mailbox}: {text}")
 
@@ -51,7 +52,7 @@ def failure(error: BaseException, where: str) -> str:
 
     reason = (str(error).splitlines() or [type(error).__name__])[0]
     try:
-        path = log_path(default_path())
+        path = log_path(spelled(mailbox_path()))
     except Exception:  # an unusable GITMAIL_DIR, no home directory: the one line is enough
         return f"{reason}."
     detail = "".join(traceback.format_exception(error))
@@ -75,13 +76,13 @@ def versions() -> str:
     return f"gitmail {__version__}, Python {platform.python_version()}, git {git}"
 
 
-def _append(path: Path, text: str) -> bool:
+def _append(path: str, text: str) -> bool:
     try:
-        if not os.path.isdir(path.parent):
+        if not os.path.isdir(os.path.dirname(path)):
             return False
         try:
             if os.stat(path).st_size >= LIMIT:
-                os.replace(path, path.with_name(path.name + ".1"))  # two at once: one log is set aside, not both
+                os.replace(path, path + ".1")  # two at once: one log is set aside, not both
         except FileNotFoundError:
             pass
         with open(path, "a", encoding="utf-8") as handle:

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from gitmail.store import refs
 from gitmail.values.ids import is_oid
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from _typeshed import StrPath
 
 ELSEWHERE = object()  # not answerable from loose objects: ask git
 TOO_LARGE = object()  # larger than the reader would read: not read, and not to be asked of git either
@@ -32,7 +35,7 @@ _DAMAGED = object()  # a loose file that cannot be read whole, of an object no p
 
 
 def read(
-    mailbox: Path, specs: Sequence[str], *, limit: int | None = None, damaged: set[str] | None = None
+    mailbox: StrPath, specs: Sequence[str], *, limit: int | None = None, damaged: set[str] | None = None
 ) -> list[bytes | None | object]:
     """The content each spec names (None: it names nothing, as cat-file's "missing", or what it names is damaged),
     ELSEWHERE, or TOO_LARGE when the object it names is larger than `limit` bytes (nothing of it is read past its
@@ -45,7 +48,7 @@ def read(
 
 
 class _Loose:
-    def __init__(self, mailbox: Path) -> None:
+    def __init__(self, mailbox: StrPath) -> None:
         self.objects = os.path.join(mailbox, "objects")
         self.mailbox = mailbox
         self.cache: dict[str, tuple[bytes, bytes] | None | object] = {}
@@ -187,7 +190,7 @@ def _whole(path: str) -> bool:
 _PIECE = 1 << 16  # bytes read and inflated at a time when a loose file is only checked
 
 
-def damaged_files(mailbox: Path) -> list[str]:
+def damaged_files(mailbox: StrPath) -> list[str]:
     """The id of every loose object file that cannot be read whole (whether or not a pack holds the object too):
     what `git fsck` calls corrupt. Reads every loose object (a piece at a time): for `gitmail doctor`."""
     objects = os.path.join(mailbox, "objects")
@@ -205,7 +208,7 @@ def damaged_files(mailbox: Path) -> list[str]:
     return found
 
 
-def damaged(mailbox: Path, oids: Sequence[str]) -> set[str]:
+def damaged(mailbox: StrPath, oids: Sequence[str]) -> set[str]:
     """Which of these objects are loose files that cannot be read whole (and are in no pack)."""
     objects = os.path.join(mailbox, "objects")
     return {

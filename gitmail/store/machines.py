@@ -10,13 +10,16 @@ import os
 import re
 import time
 from collections.abc import Iterable
-from pathlib import Path
 
 from gitmail.errors import MailboxError, UsageError
 from gitmail.store.files import append_durably, unwritable
 from gitmail.store.repository import Store
 from gitmail.values.ids import ID_PATTERN, new_id
 from gitmail.values.machine import ELSEWHERE, Machine, name_problem
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from _typeshed import StrPath
 
 MACHINE_ENV = "GITMAIL_MACHINE"
 SETTING = "gitmail.machine"
@@ -48,34 +51,36 @@ def configured_name(store: Store) -> str | None:
 
 def local_id(store: Store, *, create: bool = False) -> str | None:
     """This mailbox's machine id; made on first need when `create` (racing makers agree on one)."""
-    path = store.own_dir / ID_FILE
+    path = os.path.join(store.own_root, ID_FILE)
     try:
         return _read_id(path)
     except FileNotFoundError:
         if not create:
             return None
-    temporary = path.with_name(f".{ID_FILE}.{os.getpid()}")
+    temporary = os.path.join(store.own_root, f".{ID_FILE}.{os.getpid()}")
     try:
-        temporary.write_text(new_id() + "\n")
+        with open(temporary, "w") as file:
+            file.write(new_id() + "\n")
         try:
             os.link(temporary, path)  # fails if another process made it first: then theirs is the one
         except FileExistsError:
             pass
         except PermissionError:  # a file system without hard links (exFAT, FAT): first to create it wins
-            _create_once(path, temporary.read_text())
+            with open(temporary) as file:
+                _create_once(path, file.read())
         finally:
-            temporary.unlink()
+            os.unlink(temporary)
     except OSError as error:
-        raise unwritable(store.path, error) from None
+        raise unwritable(store.root, error) from None
     return _read_id(path)
 
 
-def _create_once(path: Path, text: str) -> None:
+def _create_once(path: StrPath, text: str) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         for _ in range(100):  # the maker is writing it: a moment
-            if path.stat().st_size:
+            if os.stat(path).st_size:
                 return
             time.sleep(0.01)
         return
@@ -86,8 +91,9 @@ def _create_once(path: Path, text: str) -> None:
         os.close(fd)
 
 
-def _read_id(path: Path) -> str:
-    text = path.read_text(errors="replace").strip()
+def _read_id(path: StrPath) -> str:
+    with open(path, errors="replace") as file:
+        text = file.read().strip()
     if not ID_PATTERN.fullmatch(text):
         raise MailboxError(f"{path} does not hold a machine id; remove it and gitmail makes a new one")
     return text
@@ -107,7 +113,7 @@ class Here:
     def __init__(self, store: Store) -> None:
         self.store = store
         try:
-            self.id = local_id(store) if store.own_dir.is_dir() else None
+            self.id = local_id(store) if os.path.isdir(store.own_root) else None
         except MailboxError:  # an unreadable id vouches for no message
             self.id = None
         self._arrived: frozenset[str] | None = None
@@ -115,7 +121,8 @@ class Here:
     def arrived(self) -> frozenset[str]:
         if self._arrived is None:
             try:
-                text = (self.store.own_dir / ARRIVED_FILE).read_text(errors="replace")
+                with open(os.path.join(self.store.own_root, ARRIVED_FILE), errors="replace") as file:
+                    text = file.read()
             except OSError:
                 text = ""
             self._arrived = frozenset(text.split())
@@ -131,4 +138,4 @@ class Here:
 def remember_arrivals(store: Store, ids: Iterable[str]) -> None:
     """Record messages sync is about to bring that would otherwise pass for this machine's own. Written (and
     synced to disk) before their refs exist, so no crash can leave one unmarked."""
-    append_durably(store.own_dir / ARRIVED_FILE, "".join(f"{i}\n" for i in ids), where=store.path)
+    append_durably(os.path.join(store.own_root, ARRIVED_FILE), "".join(f"{i}\n" for i in ids), where=store.root)

@@ -211,7 +211,7 @@ def _carry_reflog(mailbox: Path, ref: str, to: str) -> None:
 
 def _rename_stamps(mailbox: Path) -> None:
     """Stamp files are named by the ref encoding. They are hints: one lost costs a session one look, never mail."""
-    directory = stamps.directory(mailbox)
+    directory = Path(stamps.directory(mailbox))
     for file in sorted(os.listdir(directory)) if directory.is_dir() else []:
         if file in (hookfiles.BROADCAST_STAMP, hookfiles.CLAIMS_STAMP):
             continue

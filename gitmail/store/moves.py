@@ -81,7 +81,7 @@ def history(store: Store, ref: str | None = None) -> list[Move]:
     grep = ["--fixed-strings", f"--grep= {ref}"] if ref else []
     # Newest first, and whatever git printed before it stopped: where a prune took one of the record's commits
     # (see `intact`), the moves above the hole are still read.
-    _, out = gitcmd.attempt(store.path, "log", "--format=%ct%x00%an%x00%B%x01", *grep, MOVES_REF)
+    _, out = gitcmd.attempt(store.root, "log", "--format=%ct%x00%an%x00%B%x01", *grep, MOVES_REF)
     found = []
     for entry in reversed(out.decode("utf-8", "replace").split("\x01")):
         when, _, rest = entry.strip("\n").partition("\0")
@@ -103,7 +103,7 @@ def given(store: Store, ref: str) -> list[str]:
     or else by the record."""
     from gitmail.store.transaction import reflog
 
-    return [new for _, new in reflog(store.path, ref)] or [m.new for m in history(store, ref) if m.new]
+    return [new for _, new in reflog(store.root, ref)] or [m.new for m in history(store, ref) if m.new]
 
 
 # -- a record a prune broke ---------------------------------------------------------------------------------------
@@ -116,7 +116,7 @@ def intact(store: Store, tip: str) -> list[str]:
     stops where a `git gc --prune=now` took a commit written just before the ref named it)."""
     from gitmail.store import gitcmd
 
-    _, out = gitcmd.attempt(store.path, "log", "--format=%H %P", tip)  # dies on the commit whose parent is gone
+    _, out = gitcmd.attempt(store.root, "log", "--format=%H %P", tip)  # dies on the commit whose parent is gone
     lines = [line.split() for line in out.decode(errors="replace").splitlines() if line]
     kept = [line[0] for line in lines]
     below = lines[-1][1:2] if lines else [tip]  # the one git stopped on, when it is still here
@@ -145,5 +145,5 @@ def rebuilt(store: Store, kept: Sequence[str], actor: RepoName) -> str:
     stream.append(b"author %s\ncommitter %s\n" % (stamp.encode(), stamp.encode()))
     stream.append(b"data %d\n%s\n" % (len(note), note) + (b"from :%d\n" % (top - 1) if kept else b""))
     stream.append(b"reset %s-rebuilt\n\nget-mark :%d\n" % (MOVES_REF.encode(), top))  # the reset: no ref is written
-    out = gitcmd.run(store.path, "fast-import", "--quiet", "--date-format=raw", stdin=b"".join(stream))
+    out = gitcmd.run(store.root, "fast-import", "--quiet", "--date-format=raw", stdin=b"".join(stream))
     return out.decode().split()[-1]

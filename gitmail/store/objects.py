@@ -14,11 +14,10 @@ import errno
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
 from gitmail.errors import MailboxError, Transient, UsageError
 from gitmail.store import catfile, loose, refs
-from gitmail.store.files import sync_directory, unwritable
+from gitmail.store.files import make_dir, sync_directory, unwritable
 from gitmail.store.repository import Store
 from gitmail.values import sshsig
 from gitmail.values.dates import UTC, datetime
@@ -74,7 +73,7 @@ class Objects:
     """Objects written into one mailbox, and read back through git."""
 
     def __init__(self, store: Store) -> None:
-        self.store, self.path = store, store.path
+        self.store, self.path = store, store.root
         self._folders: set[str] = set()  # object folders written to: each synced once, when the write is done
         self._reader: catfile.BatchReader | None = None  # one git cat-file for every read of this write
         self.sign: Callable[[bytes], str | None] | None = None  # signs every commit written (the writer's key)
@@ -99,14 +98,14 @@ class Objects:
         which the next packing folds in; there but damaged (a torn file), it is written whole over the damage."""
         data = f"{kind} {len(content)}\0".encode() + content
         oid = _sha1(data).hexdigest()
-        heal = (self.path / "objects" / oid[:2] / oid[2:]).exists()
+        heal = os.path.exists(os.path.join(self.path, "objects", oid[:2], oid[2:]))
         if heal and not loose.damaged(self.path, [oid]):
             return oid
         import zlib  # here: readers never need it
 
-        temporary = self.path / "objects" / oid[:2] / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
+        temporary = os.path.join(self.path, "objects", oid[:2], f"tmp_obj_{os.getpid()}_{oid[2:10]}")
         with self._writing(temporary):
-            temporary.parent.mkdir(exist_ok=True)
+            make_dir(os.path.dirname(temporary), 0o777)
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
             try:
                 _write_all(fd, zlib.compress(data, 1))
@@ -126,7 +125,7 @@ class Objects:
 
         header = f"blob {size}\0".encode()
         digest, packer = _sha1(header), zlib.compressobj(1)
-        temporary = self.path / "objects" / f"tmp_obj_{os.getpid()}_{os.urandom(4).hex()}"
+        temporary = os.path.join(self.path, "objects", f"tmp_obj_{os.getpid()}_{os.urandom(4).hex()}")
         with self._writing(temporary):
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
             try:
@@ -146,7 +145,7 @@ class Objects:
                     )
                 _write_all(fd, packer.flush())
                 oid = digest.hexdigest()
-                here = (self.path / "objects" / oid[:2] / oid[2:]).exists()
+                here = os.path.exists(os.path.join(self.path, "objects", oid[:2], oid[2:]))
                 if not here:
                     os.fsync(fd)
             finally:
@@ -155,12 +154,12 @@ class Objects:
                 self._link(temporary, oid)
         return oid
 
-    def _link(self, temporary: Path, oid: str, *, heal: bool = False) -> None:
+    def _link(self, temporary: str, oid: str, *, heal: bool = False) -> None:
         """Give a written (and synced) temporary object file its name; with `heal`, in place of a damaged file of
         the same object."""
-        folder = self.path / "objects" / oid[:2]
-        target = folder / oid[2:]
-        folder.mkdir(exist_ok=True)
+        folder = os.path.join(self.path, "objects", oid[:2])
+        target = os.path.join(folder, oid[2:])
+        make_dir(folder, 0o777)
         if heal:
             os.replace(temporary, target)  # this object's bytes, whole, where a damaged copy was
             self._folders.add(oid[:2])
@@ -176,7 +175,7 @@ class Objects:
         self._folders.add(oid[:2])
 
     @contextmanager
-    def _writing(self, temporary: Path) -> Iterator[None]:
+    def _writing(self, temporary: str) -> Iterator[None]:
         """Remove the temporary file however the write ends; say in one line why the file system refused it."""
         try:
             yield
@@ -186,7 +185,7 @@ class Objects:
             raise unwritable(self.path, error) from None
         finally:
             try:
-                temporary.unlink(missing_ok=True)
+                os.unlink(temporary)
             except OSError:
                 pass
 
@@ -195,7 +194,7 @@ class Objects:
         try:
             for folder in sorted(self._folders):
                 try:
-                    sync_directory(self.path / "objects" / folder)
+                    sync_directory(os.path.join(self.path, "objects", folder))
                 except FileNotFoundError:  # packing.py packed its objects and removed the folder: they are in a pack
                     pass
         except OSError as error:

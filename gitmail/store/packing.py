@@ -42,7 +42,7 @@ def counted(store: Store) -> None:
     """After a write, under the lock: count it, and start a packer once enough writes piled up unpacked. Never
     fails the write."""
     try:
-        path = store.own_dir / COUNTER
+        path = os.path.join(store.own_root, COUNTER)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, b".")
@@ -52,14 +52,14 @@ def counted(store: Store) -> None:
         if size >= PACK_AFTER and store.flag(SETTING):
             start(store)
     except OSError as error:  # packing is housekeeping: the write itself has landed
-        problem(store.path, f"packing was put off: {error}")
+        problem(store.root, f"packing was put off: {error}")
 
 
 @contextmanager
 def held(store: Store) -> Iterator[None]:
     """The packing lock, taken once a packer that runs has ended: no packer runs or starts while it is held (a
     packer by hand, and whoever must see the mailbox's files stand still, such as a copy)."""
-    fd = os.open(store.own_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(os.path.join(store.own_root, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -69,7 +69,7 @@ def held(store: Store) -> Iterator[None]:
 
 def start(store: Store) -> bool:
     """Start a detached packer unless one runs; True when one was started."""
-    fd = os.open(store.own_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(os.path.join(store.own_root, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -77,8 +77,8 @@ def start(store: Store) -> bool:
             return False  # a packer runs: it packs what this write added too, or the next write starts one
         os.posix_spawn(
             sys.executable,
-            [sys.executable, "-P", "-c", PACKER, str(store.path), str(fd)],
-            {**os.environ, "GITMAIL_DIR": str(store.path)},
+            [sys.executable, "-P", "-c", PACKER, store.root, str(fd)],
+            {**os.environ, "GITMAIL_DIR": store.root},
             file_actions=[
                 *((os.POSIX_SPAWN_OPEN, n, os.devnull, os.O_RDWR, 0) for n in (0, 1, 2)),
                 (os.POSIX_SPAWN_DUP2, fd, fd),  # the packer holds the packing lock from here on
@@ -97,7 +97,8 @@ def pack(store: Store, *, wait: float = LOCK_WAIT) -> None:
     with store.locked(deadline=lock.Deadline(wait)) as fd:
         # The git child shares the lock, so it stays held even if this process dies before it finishes.
         store.git(*waits, "pack-refs", "--all", "--prune", pass_fds=(fd,))
-        os.truncate(store.own_dir / COUNTER, 0) if (store.own_dir / COUNTER).exists() else None
+        counter = os.path.join(store.own_root, COUNTER)
+        os.truncate(counter, 0) if os.path.exists(counter) else None
     store.git("repack", "-d", "-q", "-n", "--geometric=2")
 
 
@@ -119,6 +120,6 @@ def main(argv: list[str]) -> int:
             with held(store):
                 pack(store)
     except GitmailError as error:
-        problem(store.path, f"packing was put off: {error}")
+        problem(store.root, f"packing was put off: {error}")
         return 1
     return 0

@@ -31,7 +31,8 @@ from gitmail.store.files import write_atomically
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-    from pathlib import Path
+
+    from _typeshed import StrPath
 
     from gitmail.store.writer import Writer
     from gitmail.values.message import Message
@@ -63,18 +64,18 @@ class Folder(NamedTuple):
     found: bool  # there was an index file
 
 
-def path(own_dir: Path, prefix: str) -> Path:
+def path(own_dir: StrPath, prefix: str) -> str:
     """The index file of a folder of refs ("refs/gitmail/web/inbox/" -> pending/web~inbox): ref names hold only
     characters safe in a file name (names.py encodes them so), and '~' none of them."""
-    return own_dir / FOLDER / prefix.removeprefix("refs/gitmail/").rstrip("/").replace("/", "~")
+    return os.path.join(own_dir, FOLDER, prefix.removeprefix("refs/gitmail/").rstrip("/").replace("/", "~"))
 
 
-def load(own_dir: Path, prefix: str) -> dict[str, Record]:
+def load(own_dir: StrPath, prefix: str) -> dict[str, Record]:
     """The folder's records by commit; empty when there is no index, or none that can be read."""
     return _opened(own_dir, prefix)[0]
 
 
-def read(own_dir: Path, mailbox: Path, prefix: str) -> Folder:
+def read(own_dir: StrPath, mailbox: StrPath, prefix: str) -> Folder:
     """The folder's records, and its refs now: the index's listing while the folder's stamp holds, else the ref
     files as they are (refs.listing_stamped), with the listing for `kept` to keep."""
     records, listing, found_at = _opened(own_dir, prefix)
@@ -84,7 +85,7 @@ def read(own_dir: Path, mailbox: Path, prefix: str) -> Folder:
     return Folder(records, listed, (listed, stamp, found_at), True, found_at != 0)
 
 
-def _opened(own_dir: Path, prefix: str) -> tuple[dict[str, Record], Listing | None, int]:
+def _opened(own_dir: StrPath, prefix: str) -> tuple[dict[str, Record], Listing | None, int]:
     """The records, the listing kept beside them, and the file's modification time in ns (0 without a file)."""
     try:
         with open(path(own_dir, prefix), "rb") as handle:
@@ -127,11 +128,11 @@ _SHAPES = {(str, str, str, int, str, str, str, bytes, kind) for kind in (tuple, 
 _PARSED = (str,) * 6
 
 
-def save(own_dir: Path, prefix: str, records: Mapping[str, Record], listing: Listing | None = None) -> bool:
+def save(own_dir: StrPath, prefix: str, records: Mapping[str, Record], listing: Listing | None = None) -> bool:
     """Replace the folder's index (with the listing to keep, when one is given); False when it could not be
     written (a read-only mailbox, a full disk): the next reader reads the refs and objects, as without an index."""
     try:
-        os.makedirs(own_dir / FOLDER, mode=0o700, exist_ok=True)
+        os.makedirs(os.path.join(own_dir, FOLDER), mode=0o700, exist_ok=True)
         plain = {str(oid): record for oid, record in records.items()}  # marshal writes no str subclass (ObjectId)
         if listing is not None:  # plain str and int
             listing = ({str(r): str(o) for r, o in listing[0].items()}, listing[1], int(listing[2]))
@@ -147,7 +148,7 @@ def save(own_dir: Path, prefix: str, records: Mapping[str, Record], listing: Lis
 
 
 def kept(
-    own_dir: Path,
+    own_dir: StrPath,
     prefix: str,
     held: Mapping[str, Record],
     listed: Iterable[str],
@@ -166,7 +167,7 @@ def kept(
     return save(own_dir, prefix, records, listing)
 
 
-def add(own_dir: Path, prefix: str, oid: str, record: Record) -> bool:
+def add(own_dir: StrPath, prefix: str, oid: str, record: Record) -> bool:
     """The record of a commit a ref of this folder now names, added (a writer does it under the mailbox's lock).
     The listing kept beside the records stays: the ref the writer moved changed the folder's stamp."""
     records, listing, _ = _opened(own_dir, prefix)
@@ -180,7 +181,7 @@ def written(writer: Writer, prefix: str, oid: str) -> None:
     from gitmail.values.message import DOCUMENT_NAME, BadDocument, parse  # loaded already: the writer wrote it
 
     store = writer.store
-    if store.old_names or not path(store.own_dir, prefix).exists():
+    if store.old_names or not os.path.exists(path(store.own_root, prefix)):
         return
     document = writer.objects.read([f"{oid}:{DOCUMENT_NAME}"])[0]  # as stored, byte for byte
     try:
@@ -188,7 +189,7 @@ def written(writer: Writer, prefix: str, oid: str) -> None:
     except BadDocument:
         return
     if message is not None and document is not None:
-        add(store.own_dir, prefix, oid, record_of(message, document))
+        add(store.own_root, prefix, oid, record_of(message, document))
 
 
 def record_of(message: Message, document: bytes) -> Record:

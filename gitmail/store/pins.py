@@ -6,10 +6,11 @@ reading of mail from another machine, so this module stays small; changed only u
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 
 from gitmail.store import stamps
-from gitmail.store.files import read_text, unwritable, write_atomically
+from gitmail.store.files import make_dir, read_text, unwritable, write_atomically
 from gitmail.store.repository import Store
 
 TYPE_CHECKING = False
@@ -31,7 +32,7 @@ def load(store: Store) -> tuple[str | None, list[Key]]:
     """(the refs/notes/gitmail-keys commit last taken in, the keys); a damaged file reads as empty (doctor says so)."""
     from gitmail.values.verdict import Key
 
-    text = read_text(store.own_dir / FOLDER / FILE)
+    text = read_text(os.path.join(store.own_root, FOLDER, FILE))
     try:
         data = json.loads(text) if text else {}
         learned = data.get("learned")
@@ -44,8 +45,8 @@ def load(store: Store) -> tuple[str | None, list[Key]]:
 def save(store: Store, learned: str | None, keys: Sequence[Key]) -> None:
     data = {"learned": learned, "keys": [k._asdict() for k in keys]}
     try:
-        (store.own_dir / FOLDER).mkdir(mode=0o700, exist_ok=True)
+        make_dir(os.path.join(store.own_root, FOLDER))
     except OSError as error:
-        raise unwritable(store.own_dir, error) from None
-    write_atomically(store.own_dir / FOLDER / FILE, (json.dumps(data, indent=1) + "\n").encode())
-    stamps.bump_claims(store.path)  # trust labels may read differently now
+        raise unwritable(store.own_root, error) from None
+    write_atomically(os.path.join(store.own_root, FOLDER, FILE), (json.dumps(data, indent=1) + "\n").encode())
+    stamps.bump_claims(store.root)  # trust labels may read differently now

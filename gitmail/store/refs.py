@@ -16,7 +16,6 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from gitmail.values.ids import is_oid
 
@@ -25,19 +24,21 @@ if TYPE_CHECKING:
     import re
     from typing import BinaryIO
 
+    from _typeshed import StrPath
 
-def resolve(mailbox: Path, refs: Iterable[str]) -> dict[str, str]:
+
+def resolve(mailbox: StrPath, refs: Iterable[str]) -> dict[str, str]:
     """What each of these refs holds, for those that exist."""
     found: dict[str, str] = {}
     rest = []
     for ref in refs:
-        oid = _loose(mailbox / ref)
+        oid = _loose(os.path.join(mailbox, ref))
         if oid is not None:
             found[ref] = oid
         else:
             rest.append(ref)
     if rest:
-        packed = _Packed(mailbox / "packed-refs")
+        packed = _Packed(os.path.join(mailbox, "packed-refs"))
         try:
             for ref in rest:
                 oid = packed.find(ref)
@@ -48,14 +49,14 @@ def resolve(mailbox: Path, refs: Iterable[str]) -> dict[str, str]:
     return found
 
 
-def listing(mailbox: Path, prefix: str, limit: int | None = None) -> dict[str, str]:
+def listing(mailbox: StrPath, prefix: str, limit: int | None = None) -> dict[str, str]:
     """Every ref whose name starts with `prefix` (a folder: "refs/gitmail/web/inbox/"), with what it holds; with
     `limit`, the first that many of them by name."""
     # Loose files first, packed-refs after: `git pack-refs` writes packed-refs before it removes the files it packed,
     # so a ref packed meanwhile is in one or the other (read the other way round, it could be in neither).
     loose = _loose_refs(mailbox, prefix)
     found: dict[str, str] = {}
-    packed = _Packed(mailbox / "packed-refs")
+    packed = _Packed(os.path.join(mailbox, "packed-refs"))
     try:
         found.update(packed.under(prefix, limit))
     finally:
@@ -66,13 +67,13 @@ def listing(mailbox: Path, prefix: str, limit: int | None = None) -> dict[str, s
     return found
 
 
-def lines(mailbox: Path, prefix: str) -> set[bytes]:
+def lines(mailbox: StrPath, prefix: str) -> set[bytes]:
     """Every ref whose name starts with `prefix`, as packed-refs spells a line (b"<oid> <ref>"), a loose file
     overriding the packed line of its ref: whole listings compared as sets of lines, with no Python step per ref
     (100,000 refs cost a read and a split). Lines that hold no ref may be among them (a peeled value, garbage
     between refs): read the few a caller picks out with `ref_line`."""
     loose = _loose_refs(mailbox, prefix)
-    packed = _Packed(mailbox / "packed-refs")
+    packed = _Packed(os.path.join(mailbox, "packed-refs"))
     try:
         if packed.handle is None:
             found: set[bytes] = set()
@@ -110,12 +111,12 @@ def _after_all(key: bytes) -> bytes:
     return key[:-1] + bytes([key[-1] + 1])
 
 
-def _loose_refs(mailbox: Path, prefix: str) -> dict[str, str]:
+def _loose_refs(mailbox: StrPath, prefix: str) -> dict[str, str]:
     """The loose ref files under `prefix` (a folder), with what each holds."""
     loose: dict[str, str] = {}
-    folder = mailbox / prefix
-    if folder.is_dir():
-        start = len(str(folder)) + 1  # the ref's name below the folder: its path past the folder's (as relpath)
+    folder = _folder(mailbox, prefix)
+    if os.path.isdir(folder):
+        start = len(folder) + 1  # the ref's name below the folder: its path past the folder's (as relpath)
         for path in _files(folder):
             oid = _loose(path)
             if oid is not None:
@@ -134,10 +135,10 @@ Stamp = tuple[tuple[str, int, int], ...]
 RACY = 3_000_000_000  # ns: FAT keeps times to 2 s, most others to the ns, with a clock tick of a few ms
 
 
-def listing_stamped(mailbox: Path, prefix: str) -> tuple[dict[str, str], Stamp]:
+def listing_stamped(mailbox: StrPath, prefix: str) -> tuple[dict[str, str], Stamp]:
     """`listing(mailbox, prefix)`, and the folder's stamp, taken before it was read: a ref written while it was
     read changes what the stamp names (see `unchanged`)."""
-    root = str(mailbox)
+    root = os.path.normpath(mailbox)  # the stamp's paths are relative to it: the same spelling each time
     folder = os.path.join(root, prefix.rstrip("/"))
     stamps = [_stat(root, "packed-refs")]
     pending = [folder]
@@ -156,7 +157,7 @@ def listing_stamped(mailbox: Path, prefix: str) -> tuple[dict[str, str], Stamp]:
                 pending.append(entry.path)
             elif entry.is_file(follow_symlinks=False) and (oid := _loose(entry.path)) is not None:
                 found[prefix + entry.path[len(folder) + 1 :].replace(os.sep, "/")] = oid
-    packed = _Packed(mailbox / "packed-refs")
+    packed = _Packed(os.path.join(mailbox, "packed-refs"))
     try:
         listed = dict(packed.under(prefix))
     finally:
@@ -165,12 +166,12 @@ def listing_stamped(mailbox: Path, prefix: str) -> tuple[dict[str, str], Stamp]:
     return listed, tuple(stamps)
 
 
-def unchanged(mailbox: Path, stamp: Stamp, before: int) -> bool:
+def unchanged(mailbox: StrPath, stamp: Stamp, before: int) -> bool:
     """Whether nothing a stamp of this mailbox names has changed since it was taken, as far as it can tell: each is
     as it was, and each time in it older by RACY than `before` (a file time, in ns, read before the stamp was
     taken). Its paths are the mailbox's own (relative): a copy's folders, other files, never pass for the
     original's."""
-    root = str(mailbox)
+    root = os.path.normpath(mailbox)
     return bool(stamp) and all(
         (mtime < before - RACY or mtime == -1) and _stat(root, path) == (path, inode, mtime)
         for path, inode, mtime in stamp
@@ -186,17 +187,17 @@ def _stat(root: str, path: str) -> tuple[str, int, int]:
     return (path, status.st_ino, status.st_mtime_ns)
 
 
-def first(mailbox: Path, prefix: str, accept: Callable[[str, str], bool]) -> tuple[str, str] | None:
+def first(mailbox: StrPath, prefix: str, accept: Callable[[str, str], bool]) -> tuple[str, str] | None:
     """Some ref under `prefix` that `accept(ref, oid)` takes, or None: the listing stops at the first one, so that
     asking whether a folder holds anything costs one file where it holds thousands."""
-    folder = mailbox / prefix
-    if folder.is_dir():
+    folder = _folder(mailbox, prefix)
+    if os.path.isdir(folder):
         for path in _files(folder):
             oid = _loose(path)
             ref = prefix + os.path.relpath(path, folder).replace(os.sep, "/")
             if oid is not None and accept(ref, oid):
                 return ref, oid
-    packed = _Packed(mailbox / "packed-refs")
+    packed = _Packed(os.path.join(mailbox, "packed-refs"))
     try:
         for limit in (1, None):  # the first packed line under the prefix mostly answers, when it is sorted
             found = next(((ref, oid) for ref, oid in packed.under(prefix, limit) if accept(ref, oid)), None)
@@ -207,13 +208,13 @@ def first(mailbox: Path, prefix: str, accept: Callable[[str, str], bool]) -> tup
         packed.close()
 
 
-def kept_in(mailbox: Path, prefixes: Iterable[str]) -> list[str]:
+def kept_in(mailbox: StrPath, prefixes: Iterable[str]) -> list[str]:
     """Where the refs `listing` reads for these prefixes are kept: packed-refs, and each prefix's folder with every
     folder below it (named even where it is not there). A ref added, moved or deleted changes one of them
     (kept.py keeps a listing while none has changed)."""
-    found = [str(mailbox / "packed-refs")]
+    found = [os.path.join(mailbox, "packed-refs")]
     for prefix in prefixes:
-        pending = [str(mailbox / prefix)]
+        pending = [_folder(mailbox, prefix)]
         while pending:
             folder = pending.pop()
             found.append(folder)
@@ -224,8 +225,13 @@ def kept_in(mailbox: Path, prefixes: Iterable[str]) -> list[str]:
     return found
 
 
-def _files(folder: Path) -> Iterable[str]:
-    pending = [str(folder)]
+def _folder(mailbox: StrPath, prefix: str) -> str:
+    """The folder of a prefix's loose refs, spelled as Path spells it (no trailing '/'): stamps record it."""
+    return os.path.join(mailbox, prefix).rstrip("/")
+
+
+def _files(folder: StrPath) -> Iterable[str]:
+    pending = [os.fspath(folder)]
     while pending:
         try:
             entries = list(os.scandir(pending.pop()))
@@ -240,7 +246,7 @@ def _files(folder: Path) -> Iterable[str]:
                 yield entry.path
 
 
-def _loose(path: Path | str) -> str | None:
+def _loose(path: StrPath) -> str | None:
     try:
         with open(path, "rb") as handle:
             text = handle.read(128).decode("ascii", "replace").strip()
@@ -253,7 +259,7 @@ class _Packed:
     """packed-refs, searched by bisection: git keeps it sorted (its header says so), so finding a few refs among
     100,000 reads a few blocks instead of the whole file. A file without that header is read line by line."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: StrPath) -> None:
         self.handle: BinaryIO | None = None
         try:
             self.handle = open(path, "rb")
@@ -362,12 +368,12 @@ def _packed_line(line: bytes) -> tuple[str, str] | None:
     return oid.decode(), name.decode("utf-8", "replace")
 
 
-def broken(mailbox: Path) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
+def broken(mailbox: StrPath) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
     """What git cannot read as refs: loose ref files under refs/ that hold neither an object id nor a symbolic ref
     (ref, what the file begins with), and packed-refs lines that are neither a ref, a peeled value nor the header
     (line number, the line). For `gitmail doctor`: it reads every ref file."""
     files = []
-    for path in _files(mailbox / "refs"):
+    for path in _files(os.path.join(mailbox, "refs")):
         try:
             with open(path, "rb") as handle:
                 text = handle.read(128).decode("ascii", "replace").strip()
@@ -377,7 +383,7 @@ def broken(mailbox: Path) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]
             files.append((os.path.relpath(path, mailbox).replace(os.sep, "/"), text[:60]))
     lines = []
     try:
-        with open(mailbox / "packed-refs", "rb") as packed:
+        with open(os.path.join(mailbox, "packed-refs"), "rb") as packed:
             for number, line in enumerate(packed, 1):
                 peeled = line.startswith(b"^") and is_oid(line[1:].strip().decode("ascii", "replace"))
                 header = number == 1 and line.startswith(b"# pack-refs with:")

@@ -14,12 +14,12 @@ import os
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from functools import cached_property
 
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
 from gitmail.store import gitcmd, gitconfig, lock, loose, refs, stamps
-from gitmail.store.files import unwritable
-from gitmail.store.location import MAILBOX_ENV, OWN_DIR, default_path
+from gitmail.store.files import make_dir, unwritable
+from gitmail.store.location import MAILBOX_ENV, OWN_DIR, mailbox_path, spelled
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.ownership import check_ownership, check_private
@@ -29,6 +29,7 @@ from gitmail.values.names import RepoName, first_format_ref, from_address, nfd
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
+    from pathlib import Path
 
     from gitmail.store import catfile, history
     from gitmail.store.kept import Kept
@@ -53,7 +54,8 @@ class Store:
     """One mailbox repository. Reading never creates it; the first write does."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path).expanduser() if path is not None else default_path()
+        self.root = spelled(path if path is not None else mailbox_path())  # a str: no command imports pathlib
+        self.own_root = os.path.join(self.root, OWN_DIR)
         self._checked = False
         self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
         self._reader: catfile.BatchReader | None = None  # a cat-file kept running, for long-lived processes
@@ -61,38 +63,46 @@ class Store:
         self._settings: tuple[tuple[int, int, int] | None, gitconfig.Config] | None = None  # the config, as last read
         self.damaged: set[str] = set()  # objects found unreadable (damaged on disk): read as missing, named here
 
+    @cached_property
+    def path(self) -> Path:
+        """`root` as a Path, made when first asked for."""
+        from pathlib import Path
+
+        return Path(self.root)
+
     # -- existence and health ---------------------------------------------------------------------------------
 
     def exists(self) -> bool:
         """True when a mailbox is at the path (an empty directory is not one yet); raises if what is there
         cannot be used as one."""
         try:
-            if not os.path.lexists(self.path) or (self.path.is_dir() and not any(self.path.iterdir())):
+            if not os.path.lexists(self.root) or (os.path.isdir(self.root) and not os.listdir(self.root)):
                 return False
         except OSError as error:
-            raise MailboxError(f"cannot read the mailbox at {self.path}: {error.strerror or error}") from None
+            raise MailboxError(f"cannot read the mailbox at {self.root}: {error.strerror or error}") from None
         self.check()
         return True
 
     def check(self) -> None:
         if self._checked:
             return
-        where = self.path
+        where = self.root
         try:
-            if not where.is_dir():
-                if where.is_symlink() and not where.exists():
+            if not os.path.isdir(where):
+                if os.path.islink(where) and not os.path.exists(where):
                     raise MailboxError(
                         f"mailbox path {where} is a dangling symbolic link (to {os.readlink(where)}, which does not "
                         f"exist); point {MAILBOX_ENV} at the mailbox itself, or create what the link names"
                     )
                 raise MailboxError(f"mailbox path {where} exists but is not a directory")
             check_ownership(where)
-            head, config = where / "HEAD", where / "config"
-            if not head.is_file() or not (where / "objects").is_dir() or not config.is_file():
+            head, config, objects = (os.path.join(where, name) for name in ("HEAD", "config", "objects"))
+            if not (os.path.isfile(head) and os.path.isdir(objects) and os.path.isfile(config)):
                 raise MailboxError(f"mailbox path {where} is not a git repository")
-            config.read_bytes()
-            head.read_bytes()
-            os.listdir(where / "refs")
+            for name in (config, head):
+                with open(name, "rb") as file:
+                    file.read()
+            os.listdir(os.path.join(where, "refs"))
         except MailboxError:
             raise
         except OSError as error:
@@ -104,7 +114,7 @@ class Store:
                 "move it away and gitmail will create a new one"
             )
         if settings.get(MARK_KEY) is None:
-            if not settings.flag("core.bare", default=True) or where.name == ".git":
+            if not settings.flag("core.bare", default=True) or os.path.basename(where) == ".git":
                 raise MailboxError(
                     f"{where} is a project's git repository, not a gitmail mailbox; point {MAILBOX_ENV} at a new path"
                 )
@@ -126,13 +136,13 @@ class Store:
         every session start), else from git. Read again only when the file changed (a config that includes
         another is read every time)."""
         try:
-            info = os.stat(self.path / "config")
+            info = os.stat(os.path.join(self.root, "config"))
             stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
         except OSError:
             stamp = None
         if stamp is not None and self._settings is not None and self._settings[0] == stamp:
             return self._settings[1]
-        found = gitconfig.load(self.path / "config")
+        found = gitconfig.load(os.path.join(self.root, "config"))
         if found is not None:
             if not found.get_all("include.path"):
                 self._settings = (stamp, found)
@@ -153,7 +163,7 @@ class Store:
 
     def writable(self) -> bool:
         """Whether this process may write the mailbox (a read-only mailbox is still read)."""
-        return os.access(self.own_dir if self.own_dir.is_dir() else self.path, os.W_OK)
+        return os.access(self.own_root if os.path.isdir(self.own_root) else self.root, os.W_OK)
 
     # -- lock-free reads through git --------------------------------------------------------------------------
 
@@ -171,7 +181,7 @@ class Store:
         pass_fds: Sequence[int] = (),
         env: dict[str, str] | None = None,
     ) -> bytes:
-        return gitcmd.run(self.path, *args, stdin=stdin, env=env, pass_fds=pass_fds)
+        return gitcmd.run(self.root, *args, stdin=stdin, env=env, pass_fds=pass_fds)
 
     def refs(self, *patterns: str, count: int | None = None) -> list[Located]:
         """Message refs under the given prefixes (or glob patterns), parsed; foreign refs are ignored."""
@@ -184,7 +194,7 @@ class Store:
                 places = self._listed(patterns)
             else:
                 places = self.kept.while_same(
-                    ("refs", patterns), None, lambda: refs.kept_in(self.path, patterns), lambda: self._listed(patterns)
+                    ("refs", patterns), None, lambda: refs.kept_in(self.root, patterns), lambda: self._listed(patterns)
                 )
             return list(places) if count is None else places[:count]
         limit = [f"--count={count}"] if count is not None else []
@@ -203,18 +213,18 @@ class Store:
             return False
         if self.old_names:
             return any(self.refs(prefix, count=1) for prefix in prefixes)
-        return any(refs.first(self.path, prefix, lambda ref, oid: locate(ref, oid) is not None) for prefix in prefixes)
+        return any(refs.first(self.root, prefix, lambda ref, oid: locate(ref, oid) is not None) for prefix in prefixes)
 
     def _listed(self, prefixes: Sequence[str]) -> list[Located]:
         listed = sorted(
-            {ref: oid for prefix in prefixes for ref, oid in refs.listing(self.path, prefix).items()}.items()
+            {ref: oid for prefix in prefixes for ref, oid in refs.listing(self.root, prefix).items()}.items()
         )
         return [p for ref, oid in listed if (p := locate(ref, oid))]
 
     def refs_under(self, prefix: str) -> dict[str, str]:
         """Every ref in a folder of refs (`refs/gitmail/web/leases/`), whatever it names, with what it holds: read
         from the ref files, without a git process."""
-        return refs.listing(self.path, prefix) if self.exists() else {}
+        return refs.listing(self.root, prefix) if self.exists() else {}
 
     def log_refs(self, *args: str) -> list[tuple[str, list[str]]]:
         """Commits `git log` selects with the given arguments, newest first, with their gitmail refs. A ref among
@@ -300,7 +310,7 @@ class Store:
         return self._read(specs, limit)
 
     def _read(self, specs: Sequence[str], limit: int | None = None) -> list[bytes | None]:
-        found = loose.read(self.path, specs, limit=limit, damaged=self.damaged)
+        found = loose.read(self.root, specs, limit=limit, damaged=self.damaged)
         rest = [spec for spec, got in zip(specs, found, strict=True) if got is loose.ELSEWHERE]
         answers = iter(self._cat_file(rest, limit) if rest else [])
         return [next(answers) if got is loose.ELSEWHERE else got if isinstance(got, bytes) else None for got in found]
@@ -324,7 +334,7 @@ class Store:
         not there; None where it is not read here (every place of a note is asked then)."""
         if self.kept is not None or sum(map(len, notes.values())) < 2 * len(notes):
             return {ref: None for ref in notes}
-        trees = loose.read(self.path, [f"{ref}^{{tree}}" for ref in notes], damaged=self.damaged)
+        trees = loose.read(self.root, [f"{ref}^{{tree}}" for ref in notes], damaged=self.damaged)
         return {
             ref: loose.names(tree) if isinstance(tree, bytes) else set() if tree is None else None
             for ref, tree in zip(notes, trees, strict=True)
@@ -337,7 +347,7 @@ class Store:
     def finish_interrupted(self, deadline: Deadline) -> None:
         """Finish a change a writer died in the middle of, when there is one and this process may write: the lock
         finishes it (a live writer holding the lock finishes it itself; reading meanwhile is safe)."""
-        if not (self.own_dir / "journal").exists() or not self.writable():
+        if not os.path.exists(os.path.join(self.own_root, "journal")) or not self.writable():
             return
         try:
             with self.locked(deadline=deadline):
@@ -350,7 +360,7 @@ class Store:
             return self._reader.read(specs, limit=limit, damaged=self.damaged)
         from gitmail.store import catfile
 
-        return catfile.cat_file(self.path, specs, self.damaged, limit=limit)
+        return catfile.cat_file(self.root, specs, self.damaged, limit=limit)
 
     def keep_reading(self) -> None:
         """For a process that reads this mailbox many times (the MCP server): keep one `git cat-file` running for
@@ -359,7 +369,7 @@ class Store:
         if self._reader is None:
             from gitmail.store import catfile
 
-            self._reader = catfile.BatchReader(self.path)
+            self._reader = catfile.BatchReader(self.root)
         if self.kept is None:
             from gitmail.store.kept import Kept  # long-lived processes only: a command reads each object once
 
@@ -376,7 +386,7 @@ class Store:
             return {}
         from gitmail.store import catfile
 
-        lines = catfile.cat_file(self.path, refs, self.damaged, check="%(objectname)")
+        lines = catfile.cat_file(self.root, refs, self.damaged, check="%(objectname)")
         return {ref: line.decode(errors="replace") for ref, line in zip(refs, lines, strict=True) if line is not None}
 
     def written(self, refs: Sequence[str]) -> dict[str, str]:
@@ -386,13 +396,14 @@ class Store:
         found: dict[str, str] = {}
         for ref in refs:
             try:
-                found[ref] = (self.path / ref).read_text(encoding="ascii", errors="replace").strip()
+                with open(os.path.join(self.root, ref), encoding="ascii", errors="replace") as file:
+                    found[ref] = file.read().strip()
             except OSError:
                 continue
         rest = set(refs) - set(found)
         if rest:
             try:
-                with open(self.path / "packed-refs", encoding="utf-8", errors="replace") as packed:
+                with open(os.path.join(self.root, "packed-refs"), encoding="utf-8", errors="replace") as packed:
                     for line in packed:
                         oid, _, ref = line.rstrip("\n").partition(" ")
                         if ref in rest:
@@ -416,7 +427,7 @@ class Store:
             return set()
         from gitmail.store import catfile
 
-        lines = catfile.cat_file(self.path, oids, self.damaged, check="%(objectname)")
+        lines = catfile.cat_file(self.root, oids, self.damaged, check="%(objectname)")
         return {oid for oid, line in zip(oids, lines, strict=True) if line is None}
 
     # -- writes -------------------------------------------------------------------------------------------------
@@ -429,25 +440,28 @@ class Store:
 
         from gitmail.store import setup
 
+        parent = os.path.dirname(self.root)
         try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            building = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.new-", dir=self.path.parent))
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            building = tempfile.mkdtemp(prefix=f".{os.path.basename(self.root)}.new-", dir=parent)
         except OSError as error:
-            raise unwritable(self.path.parent, error) from None
+            raise unwritable(parent, error) from None
         try:
             setup.init(building)
-            (building / OWN_DIR).mkdir(mode=0o700)
+            os.mkdir(os.path.join(building, OWN_DIR), mode=0o700)
             os.chmod(building, 0o700)
             try:
-                os.rename(building, self.path)
+                os.rename(building, self.root)
             except OSError as error:
                 if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise unwritable(self.path.parent, error) from None
+                    raise unwritable(parent, error) from None
         except OSError as error:
-            raise unwritable(self.path.parent, error) from None
+            raise unwritable(parent, error) from None
         finally:
-            if building.exists():
-                _remove_tree(building)
+            if os.path.exists(building):
+                import shutil
+
+                shutil.rmtree(building, ignore_errors=True)
         self._checked = False
         self.check()
 
@@ -460,12 +474,12 @@ class Store:
     def _locked(self, *, timeout: float, deadline: Deadline | None) -> Iterator[int]:
         self.create()
         try:
-            self.own_dir.mkdir(mode=0o700, exist_ok=True)
+            make_dir(self.own_root)
         except OSError as error:
-            raise unwritable(self.path, error) from None
-        fd = lock.open_lock(self.own_dir)
+            raise unwritable(self.root, error) from None
+        fd = lock.open_lock(self.own_root)
         try:
-            lock.acquire(fd, deadline or Deadline(timeout), self.path)
+            lock.acquire(fd, deadline or Deadline(timeout), self.root)
             self._finish_dead_writers_change(fd)
             yield fd
         finally:
@@ -481,19 +495,19 @@ class Store:
             return []
         if self.old_names:
             return None  # refs are still being renamed: the index is built once they all have their names
-        if not history.complete(self.path):
+        if not history.complete(self.root):
             if not self.writable():
                 return None
             try:
                 with self.locked(timeout=INDEX_WAIT):
-                    if not history.complete(self.path):
+                    if not history.complete(self.root):
                         try:
-                            history.rebuild(self.path, self._every_message())
+                            history.rebuild(self.root, self._every_message())
                         except OSError as error:  # a full disk: the index is a cache; the caller reads without it
-                            raise unwritable(history.directory(self.path), error) from None
+                            raise unwritable(history.directory(self.root), error) from None
             except MailboxBusy:  # a writer holds the mailbox: read without the index rather than wait for it
                 return None
-        return history.newest(self.path, names, wanted)
+        return history.newest(self.root, names, wanted)
 
     def _every_message(self) -> list[history.Line]:
         from gitmail.store import history
@@ -524,7 +538,7 @@ class Store:
         """Replay a journal a killed writer left. One whose objects are gone (a `git gc --prune=now` ran since) is
         set aside whole and logged: the command that wrote it never reported success, and the rest of the mailbox
         must go on working."""
-        journal = lock.Journal(self.own_dir)
+        journal = lock.Journal(self.own_root)
         if not journal.exists():
             return
         from gitmail.store import history, transaction  # a dead writer's change: rare
@@ -532,26 +546,26 @@ class Store:
         try:
             changes = journal.load()
         except (OSError, ValueError) as error:
-            kept = journal.set_aside()
-            problem(self.path, f"set aside an unreadable journal ({error}) as {kept.name}")
+            kept = os.path.basename(journal.set_aside())
+            problem(self.root, f"set aside an unreadable journal ({error}) as {kept}")
             return
-        lock.remove_left_by_dead_writer(self.path, [c.ref for c in changes])
+        lock.remove_left_by_dead_writer(self.root, [c.ref for c in changes])
         gone = self.missing([c.new for c in changes if c.new is not None])
         if gone:
-            kept = journal.set_aside()
+            kept = os.path.basename(journal.set_aside())
             problem(
-                self.path,
-                f"set aside an unfinished change whose objects are gone ({', '.join(sorted(gone))}) as {kept.name}: "
+                self.root,
+                f"set aside an unfinished change whose objects are gone ({', '.join(sorted(gone))}) as {kept}: "
                 + "; ".join(f"{c.ref} {c.old or '-'} -> {c.new or '-'}" for c in changes),
             )
             return
         finish = "gitmail: finish a change its writer did not"
         transaction.update_refs(
-            self.path, changes, finish, RepoName("gitmail"), fd, Deadline(lock.GIT_LOCK_WAIT), verify=False
+            self.root, changes, finish, RepoName("gitmail"), fd, Deadline(lock.GIT_LOCK_WAIT), verify=False
         )
         journal.clear()
-        history.forget(self.path)  # what the dead writer brought in is found when the index is rebuilt
-        stamps.bump(self.path, *transaction.touched(changes, None))
+        history.forget(self.root)  # what the dead writer brought in is found when the index is rebuilt
+        stamps.bump(self.root, *transaction.touched(changes, None))
 
 
 def _author(commit: bytes | None) -> str | None:
@@ -584,9 +598,3 @@ def _old_spellings(pattern: str) -> list[str]:
         return []
     old = {first_format_ref(name), first_format_ref(nfd(name))} - {component}
     return [f"{option}{ROOT}{spelling}{slash}{rest}" for spelling in sorted(old)]
-
-
-def _remove_tree(path: Path) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)

@@ -28,17 +28,18 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from gitmail.errors import MailboxBusy, MailboxError
 from gitmail.store import hookfiles, processes
-from gitmail.store.files import read_line, unwritable, write_line
+from gitmail.store.files import make_dir, read_line, touch, unwritable, write_line
 from gitmail.store.lock import Deadline
 from gitmail.values.session_info import Info
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from _typeshed import StrPath
 
 STALE_AFTER = 7 * 24 * 3600.0
 CLEAN_EVERY = 3600.0
@@ -51,7 +52,7 @@ key = hookfiles.session_key
 class Record:
     """One session's record, loaded under its lock; saved when the block that holds it ends."""
 
-    def __init__(self, path: Path, data: dict[str, Any], moment: str = "") -> None:
+    def __init__(self, path: str, data: dict[str, Any], moment: str = "") -> None:
         self.path, self.data = path, data
         self.moment = moment  # the last moment a hook of the session saw
         self.top: str | None = None  # set: the work tree hook.sh compares with before it reads the stamps
@@ -100,7 +101,7 @@ class Record:
 
 @contextmanager
 def record(
-    mailbox: Path, host: str, session_id: str, deadline: Deadline, *, create: bool = True
+    mailbox: StrPath, host: str, session_id: str, deadline: Deadline, *, create: bool = True
 ) -> Iterator[Record | None]:
     """The session's record, locked for this block and saved after it; None when it cannot be had (a bad id, a
     read-only mailbox, a parallel hook of the same session holding it past the deadline, or, without `create`, a
@@ -110,11 +111,11 @@ def record(
         yield None
         return
     files = hookfiles.session_files(mailbox, name)
-    if not create and not files.record.exists():
+    if not create and not os.path.exists(files.record):
         yield None
         return
     try:
-        files.record.parent.mkdir(mode=0o700, exist_ok=True)
+        make_dir(os.path.dirname(files.record))
         fd = os.open(files.record, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError:
         yield None
@@ -148,7 +149,7 @@ def record(
         except OSError as error:  # a full disk: the caller says what was not recorded
             entry.unsaved = error
         if fresh:
-            _clean(files.record.parent)
+            _clean(os.path.dirname(files.record))
     except OSError:
         return
     finally:
@@ -178,20 +179,20 @@ def _write_at_start(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def shown(mailbox: Path, host: str, session_id: str) -> set[str]:
+def shown(mailbox: StrPath, host: str, session_id: str) -> set[str]:
     """What a session was shown whole, read without waiting for its lock (a snapshot is enough)."""
     data = _data(mailbox, host, session_id)
     return {str(i) for i in data.get("shown", [])}
 
 
-def saw(mailbox: Path, host: str, session_id: str, ids: set[str]) -> None:
+def saw(mailbox: StrPath, host: str, session_id: str, ids: set[str]) -> None:
     """The session read these messages whole (`gitmail show` in it): they count as shown to it."""
     with record(mailbox, host, session_id, Deadline(1.0), create=False) as found:
         if found is not None:
             found.show(ids)
 
 
-def ended(mailbox: Path, host: str, session_id: str, reason: str) -> str | None:
+def ended(mailbox: StrPath, host: str, session_id: str, reason: str) -> str | None:
     """The host said the session ended (its record stays a while, marked, so mail to it is not stranded). Returns
     the repo it was in, if known."""
     with record(mailbox, host, session_id, Deadline(1.0), create=False) as found:
@@ -203,7 +204,7 @@ def ended(mailbox: Path, host: str, session_id: str, reason: str) -> str | None:
         return repo if isinstance(repo, str) and repo else None
 
 
-def describe(mailbox: Path, host: str, session_id: str, *, name: str | None, card: str | None) -> None:
+def describe(mailbox: StrPath, host: str, session_id: str, *, name: str | None, card: str | None) -> None:
     """Set the name and/or the card a session chose; a MailboxError when that cannot be recorded."""
     with record(mailbox, host, session_id, Deadline(2.0), create=False) as found:
         if found is not None:
@@ -215,7 +216,7 @@ def describe(mailbox: Path, host: str, session_id: str, *, name: str | None, car
         raise _not_recorded(mailbox, host, session_id, found.unsaved if found is not None else None)
 
 
-def _not_recorded(mailbox: Path, host: str, session_id: str, error: OSError | None) -> MailboxError:
+def _not_recorded(mailbox: StrPath, host: str, session_id: str, error: OSError | None) -> MailboxError:
     """Why a session's record could not be had or written back, in one line."""
     name = key(host, session_id)
     if error is None and name is not None:
@@ -235,7 +236,7 @@ def resumed(found: Record) -> None:
     found.set("opened", time.time())
 
 
-def note_live(mailbox: Path, host: str, session_id: str, *, unless_known: bool = False) -> None:
+def note_live(mailbox: StrPath, host: str, session_id: str, *, unless_known: bool = False) -> None:
     """Record the host process this session runs in, as hook.sh does at a session start it answers itself.
     `unless_known`: only when none is recorded yet (a session first seen after its start: the mailbox did not exist
     then)."""
@@ -243,7 +244,7 @@ def note_live(mailbox: Path, host: str, session_id: str, *, unless_known: bool =
     if name is None:
         return
     live = hookfiles.session_files(mailbox, name).live
-    if unless_known and live.exists():
+    if unless_known and os.path.exists(live):
         return
     found = host_process()
     if found is None:
@@ -254,7 +255,7 @@ def note_live(mailbox: Path, host: str, session_id: str, *, unless_known: bool =
         pass
 
 
-def introduce(mailbox: Path, host: str, session_id: str, *, repo: str, top: str | None) -> None:
+def introduce(mailbox: StrPath, host: str, session_id: str, *, repo: str, top: str | None) -> None:
     """Record a session that runs a gitmail command before any hook of it could: it started before this mailbox
     existed. Its process is the command's host."""
     with record(mailbox, host, session_id, Deadline(2.0)) as found:
@@ -269,7 +270,7 @@ def introduce(mailbox: Path, host: str, session_id: str, *, repo: str, top: str 
 # -- who is here ------------------------------------------------------------------------------------------------
 
 
-def listing(mailbox: Path, repo: str | None = None) -> list[Info]:
+def listing(mailbox: StrPath, repo: str | None = None) -> list[Info]:
     """Every session with a record (of one repo, or of every repo), oldest first."""
     folder = hookfiles.folder(mailbox, hookfiles.SESSIONS)
     try:
@@ -280,18 +281,18 @@ def listing(mailbox: Path, repo: str | None = None) -> list[Info]:
     return sorted(found, key=lambda i: (i.started, i.id))
 
 
-def transcript(mailbox: Path, host: str, session_id: str) -> str | None:
+def transcript(mailbox: StrPath, host: str, session_id: str) -> str | None:
     """Where the session's host keeps its transcript, as its hooks were last told (None: never told)."""
     found = _data(mailbox, host, session_id).get("transcript")
     return found if isinstance(found, str) and found else None
 
 
-def info(mailbox: Path, host: str, session_id: str) -> Info | None:
+def info(mailbox: StrPath, host: str, session_id: str) -> Info | None:
     name = key(host, session_id)
     return _info(mailbox, name) if name is not None else None
 
 
-def _info(mailbox: Path, name: str, repo: str | None = None) -> Info | None:
+def _info(mailbox: StrPath, name: str, repo: str | None = None) -> Info | None:
     host, _, session_id = name.partition("-")
     files = hookfiles.session_files(mailbox, name)
     data = _read(files.record)
@@ -363,23 +364,24 @@ def _numbers(line: str) -> tuple[int | None, int | None]:
         return None, None
 
 
-def _data(mailbox: Path, host: str, session_id: str) -> dict[str, Any]:
+def _data(mailbox: StrPath, host: str, session_id: str) -> dict[str, Any]:
     name = key(host, session_id)
     found = _read(hookfiles.session_files(mailbox, name).record) if name else None
     return found or {}
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(path: str) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_bytes())
+        with open(path, "rb") as file:
+            data = json.loads(file.read())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def _mtime(path: Path) -> float:
+def _mtime(path: str) -> float:
     try:
-        return path.stat().st_mtime
+        return os.stat(path).st_mtime
     except OSError:
         return 0.0
 
@@ -395,16 +397,16 @@ def _lock(fd: int, deadline: Deadline) -> bool:
             time.sleep(min(0.005, deadline.left()))
 
 
-def _clean(folder: Path) -> None:
+def _clean(folder: str) -> None:
     """Remove the files of sessions not heard from in a week; at most once an hour."""
-    marker = folder / ".cleaned"
+    marker = os.path.join(folder, ".cleaned")
     now = time.time()
     try:
-        if now - marker.stat().st_mtime < CLEAN_EVERY:
+        if now - os.stat(marker).st_mtime < CLEAN_EVERY:
             return
     except FileNotFoundError:
         pass
-    marker.touch()
+    touch(marker)
     for entry in os.scandir(folder):
         try:
             if entry.name != ".cleaned" and now - entry.stat().st_mtime > STALE_AFTER:

@@ -3,14 +3,16 @@ imports it: its import costs more than most commands may, so only creating and r
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from gitmail.errors import MailboxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from _typeshed import StrPath
 
 MAILBOX_CONFIG = {
     "core.logAllRefUpdates": "false",  # no reflogs: every ref's moves are in refs/gitmail-moves
@@ -24,11 +26,11 @@ MAILBOX_CONFIG = {
 }
 
 
-def init(path: Path) -> None:
+def init(path: StrPath) -> None:
     """A new bare mailbox repository at `path` (a fresh directory), configured."""
     pygit2 = _pygit2()
     _isolate()
-    repo = pygit2.init_repository(str(path), bare=True)
+    repo = pygit2.init_repository(os.fspath(path), bare=True)
     try:
         for key, value in MAILBOX_CONFIG.items():
             repo.config[key] = value
@@ -36,12 +38,12 @@ def init(path: Path) -> None:
         repo.free()
 
 
-def configure(path: Path, settings: Mapping[str, str]) -> None:
+def configure(path: StrPath, settings: Mapping[str, str]) -> None:
     """Set these keys in the mailbox's config (under the caller's lock)."""
     pygit2 = _pygit2()
     _isolate()
     try:
-        config = pygit2.Config(str(path / "config"))
+        config = pygit2.Config(os.path.join(path, "config"))
         for key, value in settings.items():
             config[key] = value
     except (pygit2.GitError, OSError) as error:

@@ -13,18 +13,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from pathlib import Path
 
 from gitmail.store import hookfiles
-from gitmail.store.files import read_line, write_line
+from gitmail.store.files import make_dir, read_line, write_line
 from gitmail.values.names import RepoName
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from _typeshed import StrPath
 
-def directory(mailbox: Path) -> Path:
+
+def directory(mailbox: StrPath) -> str:
     return hookfiles.folder(mailbox, hookfiles.STAMPS)
 
 
-def path(mailbox: Path, repo: RepoName | None) -> Path:
+def path(mailbox: StrPath, repo: RepoName | None) -> str:
     """The stamp of a repo's directed mail, or (None) of broadcasts."""
     return hookfiles.stamp_file(mailbox, None if repo is None else repo.ref)
 
@@ -34,42 +37,42 @@ def fresh() -> str:
     return f"{time.time_ns():x}"
 
 
-def bump(mailbox: Path, names: Iterable[RepoName | None], value: str | None = None) -> None:
+def bump(mailbox: StrPath, names: Iterable[RepoName | None], value: str | None = None) -> None:
     """Mark a change in what these repos have pending (None: the broadcasts), with the new message's id or else a
     fresh value. Never fails the write it follows."""
     try:
-        directory(mailbox).mkdir(mode=0o700, exist_ok=True)
+        make_dir(directory(mailbox))
         for name in names:
             write_line(path(mailbox, name), value or fresh())
     except OSError:
         pass
 
 
-def bump_claims(mailbox: Path) -> None:
+def bump_claims(mailbox: StrPath) -> None:
     """Which repository uses which name changed: trust labels may read differently now."""
     try:
-        directory(mailbox).mkdir(mode=0o700, exist_ok=True)
+        make_dir(directory(mailbox))
         write_line(hookfiles.claims_stamp(mailbox), fresh())
     except OSError:
         pass
 
 
-def read(mailbox: Path, repo: RepoName) -> str:
+def read(mailbox: StrPath, repo: RepoName) -> str:
     """The line a session compares (`hookfiles.stamps_line`)."""
     return hookfiles.stamps_line(repo.ref, read_line(path(mailbox, repo)), read_line(path(mailbox, None)))
 
 
-def claims(mailbox: Path) -> str:
+def claims(mailbox: StrPath) -> str:
     return read_line(hookfiles.claims_stamp(mailbox))
 
 
-def ensure(mailbox: Path, repo: RepoName) -> list[Path]:
+def ensure(mailbox: StrPath, repo: RepoName) -> list[str]:
     """Both stamp files, created empty if missing (a file watcher needs something to watch)."""
     files = [path(mailbox, repo), path(mailbox, None)]
     try:
-        directory(mailbox).mkdir(mode=0o700, exist_ok=True)
+        make_dir(directory(mailbox))
         for file in files:
-            if not file.exists():
+            if not os.path.exists(file):
                 os.close(os.open(file, os.O_WRONLY | os.O_CREAT, 0o600))
     except OSError:
         return []

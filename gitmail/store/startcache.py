@@ -13,30 +13,31 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from pathlib import Path
 
 from gitmail.store import hookfiles, stamps
-from gitmail.store.files import read_line, write_atomically
+from gitmail.store.files import make_dir, read_line, write_atomically
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from _typeshed import StrPath
 
-def key(mailbox: Path, stamps_line: str, *, watch: bool) -> str:
+
+def key(mailbox: StrPath, stamps_line: str, *, watch: bool) -> str:
     return hookfiles.kept_key(stamps_line, stamps.claims(mailbox), watch=watch)
 
 
 def keep(
-    mailbox: Path,
+    mailbox: StrPath,
     host: str,
-    top: Path,
+    top: StrPath,
     *,
     key: str,
     record: dict[str, Any],
     answer: dict[str, Any] | None,
     due: float | None = None,
-    config: Path | None = None,
+    config: StrPath | None = None,
     quiet: str = "",
     recording: list[str] | None = None,
 ) -> None:
@@ -51,27 +52,27 @@ def keep(
     writers of one work tree's answer take turns (a lock beside it), so a key never pairs with another's answer, and
     one whose key's stamps no longer hold writes nothing: made from older mail, it must not replace an answer made
     from newer (hook.sh reads the key, then the answer, without the lock)."""
-    tree = hookfiles.tree_name(str(top))
+    tree = hookfiles.tree_name(os.fspath(top))
     if tree is None:
         return  # a path hook.sh cannot spell: every start there is answered by Python
     files = hookfiles.kept(mailbox, host, tree)
     try:
-        files.key.parent.mkdir(mode=0o700, exist_ok=True)
-        turn = os.open(files.key.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        make_dir(os.path.dirname(files.key))
+        turn = os.open(os.path.splitext(files.key)[0] + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError:
         return
     try:
         fcntl.flock(turn, fcntl.LOCK_EX)
         if not key.startswith(_made_now(mailbox, key)):
             return  # the mail changed since it was read: the change's own answer, made after it, is the one to keep
-        files.key.unlink(missing_ok=True)  # no reader pairs the old key with the new files
+        _unlink(files.key)  # no reader pairs the old key with the new files
         receipts = files.recording
         if recording:
             write_atomically(receipts, "".join(f"{line}\n" for line in recording).encode(), durable=False)
         else:
-            receipts.unlink(missing_ok=True)
+            _unlink(receipts)
         if due is None:
-            files.due.unlink(missing_ok=True)
+            _unlink(files.due)
         else:
             write_atomically(files.due, b"", durable=False)
             os.utime(files.due, (due, due))
@@ -87,24 +88,37 @@ def keep(
         os.close(turn)
 
 
-def _made_now(mailbox: Path, key: str) -> str:
+def _made_now(mailbox: StrPath, key: str) -> str:
     """The beginning of a key made now for the repository `key` names: its stamps and the claims' stamp."""
     ref = key.split(":", 1)[0]
     mine, everyone = (read_line(hookfiles.stamp_file(mailbox, name)) for name in (ref, None))
     return f"{hookfiles.stamps_line(ref, mine, everyone)}:{stamps.claims(mailbox)}:"
 
 
-def forget_all(mailbox: Path) -> None:
+def forget_all(mailbox: StrPath) -> None:
     """No session start is answered from what was kept (what one must do changed: a remote was added, changed or
     removed)."""
-    for kept in hookfiles.folder(mailbox, hookfiles.CACHE).glob("*.key"):
-        kept.unlink(missing_ok=True)
+    folder = hookfiles.folder(mailbox, hookfiles.CACHE)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith(".key"):
+            _unlink(os.path.join(folder, name))
 
 
-def forget(mailbox: Path, host: str, top: Path) -> None:
-    tree = hookfiles.tree_name(str(top))
+def forget(mailbox: StrPath, host: str, top: StrPath) -> None:
+    tree = hookfiles.tree_name(os.fspath(top))
     try:
         if tree is not None:
-            hookfiles.kept(mailbox, host, tree).key.unlink()
+            os.unlink(hookfiles.kept(mailbox, host, tree).key)
     except OSError:
+        pass
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
         pass

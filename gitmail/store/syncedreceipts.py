@@ -13,6 +13,7 @@ this machine; sync never sends it. Readers that find no file read nothing more.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 
 from gitmail.store.files import append_durably, read_text
@@ -64,13 +65,13 @@ def remember(store: Store, found: Mapping[str, Sequence[str]]) -> None:
     lines = [
         json.dumps({"commit": oid, "line": line}, ensure_ascii=False) for oid, said in found.items() for line in said
     ]
-    append_durably(store.own_dir / FILE, "".join(f"{line}\n" for line in lines), where=store.path)
+    append_durably(os.path.join(store.own_root, FILE), "".join(f"{line}\n" for line in lines), where=store.root)
 
 
 def load(store: Store) -> Claimed:
     """Every record kept, by commit; lines that do not read are skipped."""
     claimed = Claimed()
-    for text in (read_text(store.own_dir / FILE) or "").splitlines():
+    for text in (read_text(os.path.join(store.own_root, FILE)) or "").splitlines():
         try:
             raw = json.loads(text)
             oid, line = str(raw["commit"]), str(raw["line"])

@@ -6,32 +6,35 @@ only means `done --all` leaves mail pending, never that it archives mail unseen.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
-from pathlib import Path
 
-from gitmail.store.files import write_atomically
+from gitmail.store.files import make_dir, read_text, write_atomically
 from gitmail.store.location import OWN_DIR
 from gitmail.values.ids import ID_PATTERN
 from gitmail.values.names import RepoName
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from _typeshed import StrPath
+
 FOLDER = "terminal"
 
 
-def _path(mailbox: Path, repo: RepoName) -> Path:
-    return mailbox / OWN_DIR / FOLDER / repo.ref
+def _path(mailbox: StrPath, repo: RepoName) -> str:
+    return os.path.join(mailbox, OWN_DIR, FOLDER, repo.ref)
 
 
-def saw(mailbox: Path, repo: RepoName, ids: Iterable[str]) -> None:
+def saw(mailbox: StrPath, repo: RepoName, ids: Iterable[str]) -> None:
     """The person was shown these messages of `repo` whole at a terminal (and nothing else of it since)."""
     path = _path(mailbox, repo)
-    path.parent.mkdir(mode=0o700, exist_ok=True)
+    make_dir(os.path.dirname(path))
     write_atomically(path, "".join(f"{i}\n" for i in sorted(set(ids))).encode(), durable=False)
 
 
-def shown(mailbox: Path, repo: RepoName) -> set[str]:
+def shown(mailbox: StrPath, repo: RepoName) -> set[str]:
     """What the person was last shown whole of `repo` at a terminal."""
-    try:
-        text = _path(mailbox, repo).read_text(errors="replace")
-    except OSError:
+    text = read_text(_path(mailbox, repo))
+    if text is None:
         return set()
     return {line for line in text.splitlines() if ID_PATTERN.fullmatch(line)}

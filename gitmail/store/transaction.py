@@ -5,8 +5,8 @@ alters; and the reflog, the record of every move.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from gitmail.errors import MailboxBusy, Transient
 from gitmail.store import gitcmd, lock
@@ -14,6 +14,10 @@ from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.values.layout import SEEN_NOTES, Change, State, email, locate
 from gitmail.values.names import RepoName
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from _typeshed import StrPath
 
 
 def touched(changes: Sequence[Change], actor: RepoName | None) -> tuple[set[RepoName | None], str | None]:
@@ -35,7 +39,7 @@ def touched(changes: Sequence[Change], actor: RepoName | None) -> tuple[set[Repo
 
 
 def update_refs(
-    mailbox: Path,
+    mailbox: StrPath,
     changes: Sequence[Change],
     reason: str,
     actor: RepoName,
@@ -93,11 +97,12 @@ def update_refs(
             ) from None
 
 
-def reflog(git_dir: Path, ref: str, *, every: bool = False) -> list[tuple[str, str]]:
+def reflog(git_dir: StrPath, ref: str, *, every: bool = False) -> list[tuple[str, str]]:
     """The (old, new) commit ids of each entry in a ref's reflog, oldest first; [] when it has none. With `every`,
     each line of it is an entry (as git counts them: `ref@{0}` is the last), "" where a line names no commit."""
     try:
-        text = (git_dir / "logs" / ref).read_text(errors="replace")
+        with open(os.path.join(git_dir, "logs", ref), errors="replace") as file:
+            text = file.read()
     except OSError:
         return []
     entries = []

@@ -34,7 +34,7 @@ def writing(
     deadline = deadline or Deadline(timeout)
     with store.locked(deadline=deadline) as fd:
         if store.settings().get(MARK_KEY) is None:  # a mailbox whose settings were lost: gitmail's back first
-            setup.configure(store.path, setup.MAILBOX_CONFIG)
+            setup.configure(store.root, setup.MAILBOX_CONFIG)
         made = Objects(store)
         try:
             writer = Writer(store, made, actor, fd, deadline)
@@ -71,7 +71,7 @@ class Writer:
             try:
                 self._key = keys.signer(self.store, create=True)
             except keys.DamagedKey as error:
-                tell(self.store.path, str(error))
+                tell(self.store.root, str(error))
             except keys.NoSigner as error:
                 self._unsigned(error)
         return self._key
@@ -89,7 +89,7 @@ class Writer:
     def _unsigned(self, error: keys.NoSigner) -> None:
         if ("unsigned", None) not in self._told:
             self._told.add(("unsigned", None))
-            problem(self.store.path, f"wrote commits unsigned: {error}")
+            problem(self.store.root, f"wrote commits unsigned: {error}")
 
     def target(self, ref: str) -> str | None:
         return self.objects.target(ref)
@@ -127,24 +127,24 @@ class Writer:
             return
         moved = moves.record(self.objects, changes, reason, self.actor)  # the record of moves, in the same transaction
         self.objects.settle()  # every object the refs will name is on disk before they name it
-        journal = lock.Journal(self.store.own_dir)
+        journal = lock.Journal(self.store.own_root)
         journal.record([*changes, *moved], durable=len(changes) > 1)
         changes = [*changes, *moved]
         try:
             transaction.update_refs(
-                self.store.path, changes, reason, self.actor, self.lock_fd, self.deadline, verify=True
+                self.store.root, changes, reason, self.actor, self.lock_fd, self.deadline, verify=True
             )
         finally:
             journal.clear()  # done, or refused whole before anything moved
         if publication and self._key is not None:
             keys.remember_published(self.store, self._key, machines.current(self.store))
         self._wrote = True
-        stamps.bump(self.store.path, *transaction.touched(changes, self.actor))
-        if arrivals and history.complete(self.store.path):
+        stamps.bump(self.store.root, *transaction.touched(changes, self.actor))
+        if arrivals and history.complete(self.store.root):
             try:
-                history.append(self.store.path, arrivals)
+                history.append(self.store.root, arrivals)
             except OSError:
-                history.forget(self.store.path)  # rebuilt from the refs when next needed
+                history.forget(self.store.root)  # rebuilt from the refs when next needed
 
     def _arrivals(self, changes: Sequence[Change]) -> list[history.Line]:
         """History lines for the messages these changes bring into the mailbox (a move within it is no arrival)."""
@@ -235,7 +235,7 @@ class Writer:
         if (notes_ref, kept) not in self._told:
             self._told.add((notes_ref, kept))
             problem(
-                self.store.path,
+                self.store.root,
                 f"{notes_ref} pointed at {tip}, which the mailbox no longer has whole; went on from {kept}",
             )
         return kept

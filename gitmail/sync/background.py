@@ -8,9 +8,8 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-from gitmail.store.files import write_atomically
+from gitmail.store.files import make_dir, touch, write_atomically
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
 
@@ -34,9 +33,9 @@ def automatic(store: Store) -> list[Remote]:
     return [r for r in configured(store) if r.auto]
 
 
-def folder(store: Store) -> Path:
-    where = store.own_dir / FOLDER
-    where.mkdir(mode=0o700, exist_ok=True)
+def folder(store: Store) -> str:
+    where = os.path.join(store.own_root, FOLDER)
+    make_dir(where)
     return where
 
 
@@ -44,14 +43,14 @@ def next_due(store: Store, auto: Sequence[Remote]) -> float:
     """When a session start must next start a background sync of these automatic remotes (a time.time() value;
     0 when one is due now)."""
     try:
-        last = (store.own_dir / FOLDER / LAST_ATTEMPT).stat().st_mtime
+        last = os.stat(os.path.join(store.own_root, FOLDER, LAST_ATTEMPT)).st_mtime
     except FileNotFoundError:
         return 0.0
     return last + min(r.interval for r in auto) if auto else 0.0
 
 
 def touch_attempt(store: Store) -> None:
-    (folder(store) / LAST_ATTEMPT).touch()
+    touch(os.path.join(folder(store), LAST_ATTEMPT))
 
 
 def start_if_due(store: Store, auto: Sequence[Remote] | None = None) -> float | None:
@@ -66,7 +65,7 @@ def start_if_due(store: Store, auto: Sequence[Remote] | None = None) -> float | 
             _start(store)
         return next_due(store, auto)
     except Exception as error:  # a background sync must never cost a session anything
-        problem(store.path, f"could not start a background sync: {error}")
+        problem(store.root, f"could not start a background sync: {error}")
         return None
 
 
@@ -75,18 +74,19 @@ def after_send(store: Store) -> bool:
     try:
         return bool(automatic(store)) and _start(store)
     except Exception as error:
-        problem(store.path, f"could not start a background sync: {error}")
+        problem(store.root, f"could not start a background sync: {error}")
         return False
 
 
 def request(store: Store) -> None:
     """Ask for a background sync: a running one sees the request when it is done and goes again."""
-    write_atomically(folder(store) / WANTED, os.urandom(8).hex().encode(), durable=False)
+    write_atomically(os.path.join(folder(store), WANTED), os.urandom(8).hex().encode(), durable=False)
 
 
 def wanted(store: Store) -> str:
     try:
-        return (store.own_dir / FOLDER / WANTED).read_text()
+        with open(os.path.join(store.own_root, FOLDER, WANTED)) as file:
+            return file.read()
     except OSError:
         return ""
 
@@ -102,7 +102,7 @@ def _start(store: Store) -> bool:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd="/",
-        env={**os.environ, "GITMAIL_DIR": str(store.path)},
+        env={**os.environ, "GITMAIL_DIR": store.root},
         start_new_session=True,  # detached: no terminal to prompt on, not killed with the session's process group
     )
     return True

@@ -130,7 +130,7 @@ def sync_lock(store: Store, *, wait: float | None) -> Iterator[int | None]:
 
 
 def _folder(store: Store) -> Path:
-    return background.folder(store)
+    return Path(background.folder(store))
 
 
 def _clear_leftovers(store: Store, folder: Path) -> None:

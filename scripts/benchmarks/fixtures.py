@@ -333,7 +333,7 @@ def wait_prepared(store: Any, repo: str, timeout: float = 10.0) -> None:
     from gitmail.values.names import RepoName
 
     name = RepoName(repo)
-    folder = hookfiles.folder(store.path, hookfiles.CACHE)
+    folder = Path(hookfiles.folder(store.path, hookfiles.CACHE))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         now = stamps.read(store.path, name)
