@@ -377,11 +377,13 @@ def hook_payload(web: Path, session: str = "bench") -> bytes:
     return json.dumps(payload).encode()
 
 
+_STARTED = itertools.count()  # one count for the whole run: groups share mailboxes, and each session is new
+
+
 def new_sessions(web: Path, prefix: str = "bench-new") -> Callable[[], bytes]:
-    """Session-start payloads, each for a new session, as a host starts them: a session that starts again under
-    the same id (resumed, cleared) may have sent mail of its own, and Python answers it."""
-    started = itertools.count()
-    return lambda: hook_payload(web, f"{prefix}-{next(started)}")
+    """Session-start payloads, each for a session never seen in the run, as a host starts them: a session that
+    starts again under the same id (resumed, cleared) may have sent mail of its own, and Python answers it."""
+    return lambda: hook_payload(web, f"{prefix}-{next(_STARTED)}")
 
 
 def tool_payload(web: Path, session: str, event: str) -> bytes:
