@@ -61,7 +61,11 @@ SESSION_ROWS = {
 QUIET_SYNC_ROWS = {
     f"{what}, nothing new ({how})" for what in ("git fetch", "gitmail sync") for how in ("git daemon", "path")
 }
-NEW_MAIL_SYNC_ROWS = {"gitmail sync pushing 10 new (git daemon)", "gitmail sync receiving 10 new (git daemon)"}
+NEW_MAIL_SYNC_ROWS = {
+    "gitmail sync pushing 10 new (git daemon)",
+    "gitmail sync receiving 10 new (git daemon)",
+    "git fetch receiving 10 new (git daemon)",
+}
 ONE_REF_PER_MESSAGE = "git fetch, nothing new, one ref per message (git daemon)"
 DISK_ROWS = {"disk per message"}
 LEASE_ROWS = {
@@ -159,6 +163,8 @@ def test_quick_benchmark_reports_every_row() -> None:
         assert [row["archived"] for row in rows if row["name"] == name] == [1000], name
     wire = {(row["name"], row["archived"]): row["bytes"] for row in rows if row["bytes"] is not None}
     assert all(wire[(name, 1000)] > 0 for name in NEW_MAIL_SYNC_ROWS)
+    (received,) = [row for row in rows if row["name"] == "gitmail sync receiving 10 new (git daemon)"]
+    assert "× the plain git fetch receiving the same" in received["note"]
     # the state travels in a few refs: a quiet sync moves far fewer bytes than one ref per message would
     assert wire[("gitmail sync, nothing new (git daemon)", 1000)] * 10 < wire[(ONE_REF_PER_MESSAGE, 1000)]
 

@@ -39,6 +39,7 @@ ROWS = (
     f"{SYNC_QUIET} (path)",
     f"gitmail sync pushing {SYNC_BATCH} new (git daemon)",
     f"gitmail sync receiving {SYNC_BATCH} new (git daemon)",
+    f"git fetch receiving {SYNC_BATCH} new (git daemon)",
     WHOLE_MAILBOX,
     f"{FETCH_QUIET}, one ref per message (git daemon)",
 )
@@ -152,25 +153,38 @@ def measure_new_messages(box: Sandbox, pair: SyncPair, runs: int, relay: Relay) 
     from gitmail import mailbox as api
     from gitmail.store.repository import Store
 
-    timings: dict[str, list[float]] = {"pushing": [], "receiving": []}
-    wire: dict[str, list[int]] = {"pushing": [], "receiving": []}
+    timings: dict[str, list[float]] = {"pushing": [], "receiving": [], "fetching": []}
+    wire: dict[str, list[int]] = {"pushing": [], "receiving": [], "fetching": []}
     for number in range(runs):
         first = Store(pair.first)
         subject = f"sync {number}"
         sent = {api.send(first, sender=SENDER, to=RECIPIENT, subject=subject).message.id for _ in range(SYNC_BATCH)}
-        for what, mailbox in (("pushing", pair.first), ("receiving", pair.second)):
+        relay.take()
+        elapsed, _ = gitmail_sync(box, pair.first)
+        timings["pushing"].append(elapsed)
+        wire["pushing"].append(relay.take())
+        # The second machine's sync and a plain fetch of the same refs receive the same new mail, in turn first.
+        receivers = [("receiving", [*gitmail_command(), "sync"], machine_env(box, pair.second))]
+        receivers.append(("fetching", plain_fetch(pair), box.env()))
+        for what, argv, env in rotated(receivers, number):
             relay.take()
-            elapsed, _ = gitmail_sync(box, mailbox)
+            elapsed, _ = timed(argv, cwd=box.root, env=env)
             timings[what].append(elapsed)
             wire[what].append(relay.take())
         arrived = {ref.rsplit("/", 1)[1] for ref in refs_under(pair.second, inbox_prefix())}
         if not sent <= arrived:
             raise BenchError(f"{len(sent - arrived)} of {SYNC_BATCH} synced messages did not arrive pending")
     rows = []
-    for what in ("pushing", "receiving"):
-        row = summarise(f"gitmail sync {what} {SYNC_BATCH} new (git daemon)", pair.size, timings[what])
+    for what in ("pushing", "receiving", "fetching"):
+        name = f"gitmail sync {what}" if what != "fetching" else "git fetch receiving"
+        row = summarise(f"{name} {SYNC_BATCH} new (git daemon)", pair.size, timings[what])
         row.bytes = int(statistics.median(wire[what]))
         rows.append(row)
+    receiving, fetching = rows[1], rows[2]
+    receiving.note = (
+        f"{receiving.median_ms / fetching.median_ms:.2f}× the plain git fetch receiving the same "
+        f"(mins: {receiving.min_ms / fetching.min_ms:.2f}×)"
+    )
     return rows
 
 
