@@ -111,16 +111,16 @@ def _after_all(key: bytes) -> bytes:
     return key[:-1] + bytes([key[-1] + 1])
 
 
-def _loose_refs(mailbox: StrPath, prefix: str) -> dict[str, str]:
-    """The loose ref files under `prefix` (a folder), with what each holds."""
+def _loose_refs(mailbox: StrPath, prefix: str, entering: Callable[[str], object] | None = None) -> dict[str, str]:
+    """The loose ref files under `prefix` (a folder), with what each holds; `entering` is told each folder before
+    its entries are read, the prefix's own first, there or not."""
     loose: dict[str, str] = {}
     folder = _folder(mailbox, prefix)
-    if os.path.isdir(folder):
-        start = len(folder) + 1  # the ref's name below the folder: its path past the folder's (as relpath)
-        for path in _files(folder):
-            oid = _loose(path)
-            if oid is not None:
-                loose[prefix + path[start:].replace(os.sep, "/")] = oid
+    start = len(folder) + 1  # the ref's name below the folder: its path past the folder's (as relpath)
+    for path in _files(folder, entering):
+        oid = _loose(path)
+        if oid is not None:
+            loose[prefix + path[start:].replace(os.sep, "/")] = oid
     return loose
 
 
@@ -139,24 +139,8 @@ def listing_stamped(mailbox: StrPath, prefix: str) -> tuple[dict[str, str], Stam
     """`listing(mailbox, prefix)`, and the folder's stamp, taken before it was read: a ref written while it was
     read changes what the stamp names (see `unchanged`)."""
     root = os.path.normpath(mailbox)  # the stamp's paths are relative to it: the same spelling each time
-    folder = os.path.join(root, prefix.rstrip("/"))
     stamps = [_stat(root, "packed-refs")]
-    pending = [folder]
-    found: dict[str, str] = {}
-    while pending:
-        here = pending.pop()
-        stamps.append(_stat(root, here[len(root) + 1 :]))  # before its entries are read
-        try:
-            entries = list(os.scandir(here))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name.endswith(".lock"):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                pending.append(entry.path)
-            elif entry.is_file(follow_symlinks=False) and (oid := _loose(entry.path)) is not None:
-                found[prefix + entry.path[len(folder) + 1 :].replace(os.sep, "/")] = oid
+    found = _loose_refs(root, prefix, lambda here: stamps.append(_stat(root, here[len(root) + 1 :])))
     packed = _Packed(os.path.join(mailbox, "packed-refs"))
     try:
         listed = dict(packed.under(prefix))
@@ -230,12 +214,15 @@ def _folder(mailbox: StrPath, prefix: str) -> str:
     return os.path.join(mailbox, prefix).rstrip("/")
 
 
-def _files(folder: StrPath) -> Iterable[str]:
+def _files(folder: StrPath, entering: Callable[[str], object] | None = None) -> Iterable[str]:
     pending = [os.fspath(folder)]
     while pending:
+        here = pending.pop()
+        if entering is not None:
+            entering(here)
         try:
-            entries = list(os.scandir(pending.pop()))
-        except OSError:  # removed while listed: its refs were packed or deleted
+            entries = list(os.scandir(here))
+        except OSError:  # not there, or removed while listed: its refs were packed or deleted
             continue
         for entry in entries:
             if entry.name.endswith(".lock"):
