@@ -59,7 +59,13 @@ def bump_claims(mailbox: StrPath) -> None:
 
 def read(mailbox: StrPath, repo: RepoName) -> str:
     """The line a session compares (`hookfiles.stamps_line`)."""
-    return hookfiles.stamps_line(repo.ref, read_line(path(mailbox, repo)), read_line(path(mailbox, None)))
+    return read_ref(mailbox, repo.ref)
+
+
+def read_ref(mailbox: StrPath, ref: str) -> str:
+    """`read`, for the repo its ref spelling names (as a kept answer's key begins)."""
+    mine, everyone = (read_line(hookfiles.stamp_file(mailbox, name)) for name in (ref, None))
+    return hookfiles.stamps_line(ref, mine, everyone)
 
 
 def claims(mailbox: StrPath) -> str:

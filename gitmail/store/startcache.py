@@ -15,7 +15,7 @@ import json
 import os
 
 from gitmail.store import hookfiles, stamps
-from gitmail.store.files import make_dir, read_line, write_atomically
+from gitmail.store.files import make_dir, write_atomically
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -90,9 +90,7 @@ def keep(
 
 def _made_now(mailbox: StrPath, key: str) -> str:
     """The beginning of a key made now for the repository `key` names: its stamps and the claims' stamp."""
-    ref = key.split(":", 1)[0]
-    mine, everyone = (read_line(hookfiles.stamp_file(mailbox, name)) for name in (ref, None))
-    return f"{hookfiles.stamps_line(ref, mine, everyone)}:{stamps.claims(mailbox)}:"
+    return f"{stamps.read_ref(mailbox, key.split(':', 1)[0])}:{stamps.claims(mailbox)}:"
 
 
 def forget_all(mailbox: StrPath) -> None:
