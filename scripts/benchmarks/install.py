@@ -37,7 +37,9 @@ def restart_installed(argv: list[str]) -> None:
     venv = Path(tempfile.mkdtemp(prefix="gitmail-bench-venv-"))
     progress(f"installing gitmail from {ROOT} (pip install ., not editable) into {venv}")
     try:
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True, text=True
+        )
         python = venv / "bin" / "python"
         purelib = subprocess.run(
             [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -47,19 +49,16 @@ def restart_installed(argv: list[str]) -> None:
         ).stdout.strip()
         shared = [*site.getsitepackages(), sysconfig.get_paths()["purelib"]]
         Path(purelib, "_gitmail_bench_shared.pth").write_text("\n".join(dict.fromkeys(shared)) + "\n")
-        done = subprocess.run(
+        subprocess.run(
             [python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(ROOT)],
+            check=True,
             capture_output=True,
             text=True,
         )
-        if done.returncode != 0:
-            raise BenchError(f"pip install . failed: {done.stderr.strip().splitlines()[-1:]}")
     except (OSError, subprocess.CalledProcessError) as error:
         shutil.rmtree(venv, ignore_errors=True)
-        raise BenchError(f"the run's environment cannot be made: {error}") from None
-    except BenchError:
-        shutil.rmtree(venv, ignore_errors=True)
-        raise
+        said = (getattr(error, "stderr", None) or "").strip().splitlines()  # pip's own last words, when it ran
+        raise BenchError(f"the run's environment cannot be made: {said[-1] if said else error}") from None
     os.execve(python, [str(python), str(ROOT / "scripts" / "bench"), *argv], {**os.environ, VENV: str(venv)})
 
 
