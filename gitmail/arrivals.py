@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
 
 from gitmail.store import hookfiles
 from gitmail.store.log import problem
-from gitmail.store.repository import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from gitmail.store.repository import Store
     from gitmail.values.session_info import Info
 
 WAKER = "import sys; from gitmail.waking import main; sys.exit(main(sys.argv[1:]))"

@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
 
 from gitmail.store import processes, sessions
 from gitmail.store.gitcmd import spawn
-from gitmail.values.session_info import Info
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import NamedTuple
 
     from _typeshed import StrPath
+
+    from gitmail.values.session_info import Info
 else:
     from gitmail.values.tuples import NamedTuple
 

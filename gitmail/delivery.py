@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
 
 from gitmail import mailbox, render
 from gitmail.errors import MailboxBusy, MailboxError, Unwritable
@@ -31,19 +30,20 @@ from gitmail.store.claims import claim, load_claims
 from gitmail.store.files import refused
 from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
-from gitmail.store.repository import Store
 from gitmail.values import urgency as levels
 from gitmail.values.layout import leases_prefix
 from gitmail.values.mail import Entry, Pending
 from gitmail.values.names import RepoName, name_problem
-from gitmail.workspace import Actor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from enum import Enum
     from typing import Any, NamedTuple
 
     from gitmail.store import sessions
+    from gitmail.store.repository import Store
+    from gitmail.workspace import Actor
 else:
     from gitmail.values.choices import Enum
     from gitmail.values.tuples import NamedTuple

@@ -13,20 +13,21 @@ hooks and the git pre-commit guard alike:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
 
 from gitmail import render
 from gitmail.mailbox import leasing
 from gitmail.store import gitconfig, machines, sessions
-from gitmail.store.repository import Store
 from gitmail.values import edits
 from gitmail.values import lease as leases
-from gitmail.values.lease import Lease
-from gitmail.workspace import Actor, Place
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from typing import Any, NamedTuple
+
+    from gitmail.store.repository import Store
+    from gitmail.values.lease import Lease
+    from gitmail.workspace import Actor, Place
 else:
     from gitmail.values.tuples import NamedTuple
 

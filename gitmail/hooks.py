@@ -11,15 +11,15 @@ short factual line to the session, and logs the details next to the mailbox (edg
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from collections.abc import Callable
 
 from gitmail.edge import contained
+from gitmail.values import jsontext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 WAKE_EXIT = 2  # Claude Code starts a new turn when an asyncRewake hook exits 2; its stderr reaches the model
@@ -230,7 +230,7 @@ def _stdin() -> str:
 
 def _payload(raw: str) -> dict[str, Any]:
     try:
-        payload = json.loads(raw) if raw.strip() else {}
+        payload = jsontext.loads(raw) if raw.strip() else {}
     except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return {}
     return payload if isinstance(payload, dict) else {}
@@ -252,7 +252,7 @@ def _failure(moment: str) -> Callable[[str], Answer]:
 def _emit(answer: Answer) -> int:
     try:
         if answer.stdout is not None:
-            sys.stdout.write(json.dumps(answer.stdout, ensure_ascii=False) + "\n")
+            sys.stdout.write(jsontext.dumps(answer.stdout, ensure_ascii=False) + "\n")
             sys.stdout.flush()
         if answer.stderr:
             sys.stderr.write(answer.stderr + "\n")

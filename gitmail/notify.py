@@ -18,17 +18,20 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.store.location import OWN_DIR
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
 from gitmail.values import urgency as levels
-from gitmail.values.mail import Entry
-from gitmail.values.message import Message
 from gitmail.values.names import PERSON
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from gitmail.values.mail import Entry
+    from gitmail.values.message import Message
 
 CAP = 10  # notifications at most ...
 WINDOW = 300.0  # ... per this many seconds, every channel together

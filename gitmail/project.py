@@ -14,21 +14,22 @@ line-ending and filter settings a diff of the working tree needs.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import stat
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
 from gitmail.store import gitcmd
-from gitmail.values import attachments
+from gitmail.values import attachments, jsontext
 from gitmail.values.attachments import COMMITS, PATCH_TYPE, UNCOMMITTED, safe_name, size_text
 from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT
 from gitmail.values.outgoing import Outgoing
 from gitmail.workspace import current_directory
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # Settings that beat the repository's and the user's config on every git run here.
 SAFE_CONFIG = (
@@ -129,12 +130,12 @@ def read_file(given: str | os.PathLike[str], *, base: Path | None = None, within
 
 def shown(text: str) -> str:
     """A path as given, for a message: as it is when it prints on one line as itself, else JSON-quoted."""
-    return json.dumps(text) if UNSAFE_TEXT.search(text) or NOT_UTF8.search(text) else text
+    return jsontext.dumps(text) if UNSAFE_TEXT.search(text) or NOT_UTF8.search(text) else text
 
 
 def quoted(name: str) -> str:
     """A (safe) attachment name in a message: JSON-quoted, as gitmail quotes names everywhere."""
-    return json.dumps(name, ensure_ascii=False)
+    return jsontext.dumps(name, ensure_ascii=False)
 
 
 def guess_type(name: str, head: bytes) -> str:

@@ -15,8 +15,11 @@ from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
 from gitmail.values.names import RepoName, name_problem
-from gitmail.values.session_info import Info
 from gitmail.workspace import Actor, Session, own_command, place
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitmail.values.session_info import Info
 
 WAIT = 1.5  # seconds the waker may wait for the mailbox per session
 

@@ -29,3 +29,7 @@ def test_a_lazy_pattern_compiles_only_when_used() -> None:
     else:
         raise AssertionError("the pattern was not compiled at its first use")
     assert UNSAFE_TEXT.search("a\x1b[2Jb") is not None and UNSAFE_TEXT.search("plain") is None
+
+
+def test_its_ignorecase_is_re_s() -> None:
+    assert patterns.IGNORECASE == re.IGNORECASE

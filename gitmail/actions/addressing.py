@@ -4,12 +4,10 @@ names, who is here, the calling session, its name and card, and where a message 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 from gitmail import mailbox, render
 from gitmail.errors import GitmailError, UsageError
 from gitmail.lazy import module
-from gitmail.store.repository import Store
 from gitmail.values.address import HANDLE, Address
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
@@ -19,10 +17,12 @@ from gitmail.workspace import Actor, Session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import NamedTuple
 
     from gitmail import codex, delivery, waking
     from gitmail.store import sessions
+    from gitmail.store.repository import Store
     from gitmail.values.mail import Pending
     from gitmail.values.session_info import Info, SessionView
 else:  # loaded at their first use: a send to a repository (the commonest) looks at no session

@@ -4,25 +4,25 @@ anything is written), writing one out of a message, and applying a message's pat
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from gitmail import mailbox, render
 from gitmail.errors import GitmailError, UsageError
-from gitmail.store.repository import Store
-from gitmail.values.mail import Entry
 from gitmail.values.phrase import Phrase
 from gitmail.workspace import Actor, current_directory, toplevel
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
     from typing import NamedTuple
 
     from _typeshed import StrPath
 
     from gitmail.project import Applied, Gathered
+    from gitmail.store.repository import Store
     from gitmail.values.attachments import Attachment
+    from gitmail.values.mail import Entry
     from gitmail.values.outgoing import Outgoing
 else:
     from gitmail.values.tuples import NamedTuple

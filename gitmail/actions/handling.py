@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from gitmail import delivery, mailbox
 from gitmail.actions.written import after_writing
 from gitmail.errors import UsageError
 from gitmail.store import sessions
-from gitmail.store.repository import Store
-from gitmail.values.mail import DoneResult, Entry
 from gitmail.values.phrase import Phrase
-from gitmail.workspace import Actor
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gitmail.store.repository import Store
+    from gitmail.values.mail import DoneResult, Entry
+    from gitmail.workspace import Actor
 
 
 def done(box: Store, actor: Actor, *, ids: Sequence[str] = (), everything: bool = False) -> DoneResult:

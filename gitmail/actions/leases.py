@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gitmail import guarding, render
@@ -15,16 +14,18 @@ from gitmail.actions.written import after_writing
 from gitmail.errors import GitmailError, UsageError
 from gitmail.mailbox import leasing
 from gitmail.store import machines
-from gitmail.store.repository import Store
 from gitmail.values import lease as leases
-from gitmail.values.lease import Lease, Standing
 from gitmail.values.names import RepoName
 from gitmail.values.phrase import Phrase
 from gitmail.workspace import Actor, current_directory
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from typing import Any, NamedTuple
+
+    from gitmail.store.repository import Store
+    from gitmail.values.lease import Lease, Standing
 else:
     from gitmail.values.tuples import NamedTuple
 

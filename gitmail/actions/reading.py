@@ -14,7 +14,6 @@ from gitmail.values.address import Address
 from gitmail.values.mail import Entry, History
 from gitmail.values.names import RepoName, name_problem
 from gitmail.values.phrase import Phrase
-from gitmail.workspace import Actor, Session
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
 
     from gitmail import delivery
     from gitmail.delivery import Delivery, Moment
+    from gitmail.workspace import Actor, Session
 else:
     from gitmail.values.tuples import NamedTuple
 

@@ -4,10 +4,12 @@ adapter. Each speaks of options by the action layer's neutral names (values/phra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from gitmail.errors import UsageError
 from gitmail.values.phrase import Phrase, listed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 def given(value: object) -> bool:

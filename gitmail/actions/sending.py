@@ -3,8 +3,6 @@ taking back one's own broadcast."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from gitmail import mailbox, render
@@ -12,20 +10,22 @@ from gitmail.actions.addressing import destination, session_of
 from gitmail.actions.rules import needs, one_of
 from gitmail.actions.written import after_writing
 from gitmail.errors import UsageError
-from gitmail.store.repository import Store
 from gitmail.values import urgency as levels
-from gitmail.values.mail import Entry
 from gitmail.values.phrase import Phrase
-from gitmail.workspace import Actor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterator, Sequence
     from datetime import datetime
     from typing import NamedTuple
 
     from _typeshed import StrPath
 
+    from gitmail.store.repository import Store
+    from gitmail.values.mail import Entry
     from gitmail.values.outgoing import Outgoing
+    from gitmail.workspace import Actor
 else:
     from gitmail.values.tuples import NamedTuple
 

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitmail.errors import GitmailError, UsageError
-from gitmail.store.repository import Store
 from gitmail.values.machine import Machine
 from gitmail.values.names import RepoName
 
 if TYPE_CHECKING:
     from gitmail.store.keys import Survey
+    from gitmail.store.repository import Store
     from gitmail.values.verdict import Key
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gitmail.store.repository import Store
-
 if TYPE_CHECKING:
+    from gitmail.store.repository import Store
     from gitmail.sync.engine import Outcome
     from gitmail.sync.remotes import Remote, SyncError
 

@@ -5,15 +5,18 @@ Each verb calls `after_writing` once its own write is durable; none of it ever f
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from gitmail import arrivals
 from gitmail.store.claims import claim
-from gitmail.store.repository import Store
-from gitmail.values.mail import Entry
 from gitmail.values.names import PERSON
 from gitmail.values.urgency import NOW
-from gitmail.workspace import Actor
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from gitmail.store.repository import Store
+    from gitmail.values.mail import Entry
+    from gitmail.workspace import Actor
 
 EVERYONE = None  # `arrived`: mail for every repository (a broadcast, or what a sync brought in)
 

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.doctor.findings import Finding, Level, Rule, each, is_, judged, listed, them
 from gitmail.render.words import count, quote
 from gitmail.store.claims import load_claims, save_claims
-from gitmail.store.repository import Store
 from gitmail.values.layout import Located, State
 from gitmail.values.names import RepoName, repo_problem
-from gitmail.workspace import Place
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gitmail.store.repository import Store
+    from gitmail.workspace import Place
 
 RENAME = "rename the folder, or choose a name with `git config gitmail.name NAME` in the repository"
 

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import json
 import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.doctor.findings import Finding, Level, Rule, always, each, judged, listed
 from gitmail.render.words import count
 from gitmail.store import keys
-from gitmail.store.repository import Store
 from gitmail.values.verdict import ACCEPTED, NEW, REVOKED
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from gitmail.store.repository import Store
     from gitmail.values.verdict import Key
 
 REPAIR = "gitmail doctor --repair"

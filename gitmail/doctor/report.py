@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gitmail.doctor.environment as environment
 import gitmail.doctor.key_findings as key_findings
@@ -16,10 +14,15 @@ from gitmail.render.words import count
 from gitmail.store import migrate
 from gitmail.store import repair as mending
 from gitmail.store.log import problem
-from gitmail.store.repair import Mended
-from gitmail.store.repository import Store
-from gitmail.values.layout import Located
-from gitmail.workspace import Place
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
+    from gitmail.store.repair import Mended
+    from gitmail.store.repository import Store
+    from gitmail.values.layout import Located
+    from gitmail.workspace import Place
 
 
 def examine(store: Store, *, here: Place | None, home: Path, repaired: Sequence[str] = ()) -> Report:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.doctor.findings import Finding, Level, Rule, always, each, holds, is_, judged, listed, points, them, was
 from gitmail.errors import MailboxError
@@ -16,8 +15,12 @@ from gitmail.render.words import count
 from gitmail.store import integrity, loose
 from gitmail.store.integrity import DAMAGED_OBJECTS, DAMAGED_REFS, Inventory, JournalState, Notes, Record
 from gitmail.store.moves import MOVES_REF
-from gitmail.store.repository import Store
 from gitmail.values.layout import DAMAGED, OVERSIZED, Located, is_message_ref
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from gitmail.store.repository import Store
 
 REPAIR = "gitmail doctor --repair"
 

@@ -5,12 +5,15 @@ wake of an idle session included (an async hook whose exit status 2 starts a tur
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
-from pathlib import Path
 
 from gitmail.install import hook_settings
 from gitmail.install.hook_commands import MOMENTS, entries
 from gitmail.install.settings import Plan
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
 
 
 def settings_path(home: Path) -> Path:

@@ -17,12 +17,15 @@ import json
 import os
 import re
 import tomllib
-from pathlib import Path
 
 import tomlkit
 from tomlkit.items import InlineTable
 
 from gitmail.errors import GitmailError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MARK = "added by gitmail"
 INLINE_MARK = "gitmail added codex_hooks"  # an inline table has no room for a comment per key

@@ -15,18 +15,21 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomlkit
 
 from gitmail.errors import GitmailError
 from gitmail.install import codex_config, codex_trust, hook_settings
 from gitmail.install.hook_commands import MOMENTS, entries, marked_moment
-from gitmail.install.hook_settings import Moves, Position
 from gitmail.install.settings import Change, Plan, Step, backup, gitmail_made, read, write
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gitmail.install.hook_settings import Moves, Position
 
 SILENT_SKIP = "Codex skips an untrusted hook without a word, in `codex exec` too"
 HOW_TO_TRUST = "open /hooks in Codex and trust gitmail's hooks"

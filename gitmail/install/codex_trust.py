@@ -24,13 +24,15 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import tomlkit
 from tomlkit.items import InlineTable, Table
 
-from gitmail.install.hook_settings import Position
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from gitmail.install.hook_settings import Position
 
 DEFAULT_TIMEOUT = 600  # seconds; what Codex assumes when an entry names none
 APP_SERVER_DEADLINE = 20.0  # seconds for the whole conversation with `codex app-server`

@@ -11,13 +11,15 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gitmail import delivery
 from gitmail.delivery import Moment
 from gitmail.errors import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 MOMENTS = ("start", "tool", "prompt", "stop", "wake", "end", "edit")  # what `--moments` names, in this order
 _NAMED = {

@@ -12,13 +12,15 @@ uninstall empties go, while an empty one the user had stays.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gitmail.errors import GitmailError
 from gitmail.install import jsonedit
 from gitmail.install.hook_commands import is_ours
 from gitmail.install.settings import Change, dump_json, gitmail_made, load_json, read
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 Position = tuple[str, int, int]  # (event as the settings name it, group, handler)
 Moves = dict[Position, Position | None]  # where each handler went; None: removed

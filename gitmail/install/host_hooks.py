@@ -4,12 +4,14 @@ parse in one host stops the install in all)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
 from gitmail.install import claude_hooks, codex_hooks
 from gitmail.install.hook_commands import MOMENTS
 from gitmail.install.settings import Plan, joined
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
 
 HOSTS = ("claude", "codex")
 

@@ -16,9 +16,8 @@ import json
 import os
 import sys
 import tomllib
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomlkit
 
@@ -26,6 +25,9 @@ from gitmail.errors import GitmailError
 from gitmail.install import jsonedit
 from gitmail.install.codex_hooks import codex_home
 from gitmail.install.settings import Change, Plan, backup_of, gitmail_made, load_json, read
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 NAME = "gitmail"
 TOML_MARK = "# added by gitmail"

@@ -14,12 +14,14 @@ import difflib
 import json
 import re
 import shutil
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gitmail.errors import GitmailError, Unwritable
 from gitmail.store.files import refused, write_atomically
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
 
 BACKUP = ".gitmail-backup"  # the file as it was before gitmail first changed it
 NEW_FILE_MODE = 0o644  # a settings file gitmail creates; one that exists keeps its own

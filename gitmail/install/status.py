@@ -8,15 +8,17 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import GitmailError
 from gitmail.install import codex_hooks, hook_settings
 from gitmail.install.hook_commands import MOMENTS, moment_of
 from gitmail.install.host_hooks import HOSTS, settings_paths
 from gitmail.install.settings import load_json, read
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from pathlib import Path
 
 
 class HostStatus(NamedTuple):

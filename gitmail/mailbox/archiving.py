@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gitmail.errors import GitmailError
 from gitmail.store.lock import attempts
 from gitmail.store.machines import Here
-from gitmail.store.repository import Store
 from gitmail.values import receipts
 from gitmail.values.layout import (
     Change,
@@ -21,6 +19,10 @@ from gitmail.values.mail import DoneResult, Entry
 from gitmail.values.names import RepoName
 
 if TYPE_CHECKING:  # what writes is loaded only to write
+    from collections.abc import Sequence
+
+    from gitmail.store.repository import Store
+
     pass
 
 

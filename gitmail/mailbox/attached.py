@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from gitmail.errors import GitmailError, NotFound, UsageError
-from gitmail.store.repository import Store
-from gitmail.values.mail import Entry
+from gitmail.values import jsontext
 from gitmail.values.names import UNSAFE_TEXT
 
 if TYPE_CHECKING:  # what writes is loaded only to write
+    from gitmail.store.repository import Store
     from gitmail.values.attachments import Attachment
+    from gitmail.values.mail import Entry
 
 
 def attachment(entry: Entry, name: str | None = None) -> Attachment:
@@ -36,7 +36,7 @@ def attachment(entry: Entry, name: str | None = None) -> Attachment:
 
 
 def _quoted(name: str) -> str:
-    return json.dumps(name, ensure_ascii=False) if not UNSAFE_TEXT.search(name) else json.dumps(name)
+    return jsontext.dumps(name, ensure_ascii=False) if not UNSAFE_TEXT.search(name) else jsontext.dumps(name)
 
 
 def attached_blob(store: Store, entry: Entry, item: Attachment) -> str:

@@ -14,7 +14,6 @@ from gitmail.mailbox.finding import (
     with_receipts,
 )
 from gitmail.store.machines import Here
-from gitmail.store.repository import Store
 from gitmail.values.layout import (
     BROADCASTS,
     ROOT,
@@ -31,6 +30,7 @@ from gitmail.values.names import RepoName
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store import history
+    from gitmail.store.repository import Store
 
 
 def log(

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from gitmail.errors import GitmailError, UsageError
 from gitmail.mailbox.finding import show
 from gitmail.mailbox.writes import now, receipts_change, writer_for
 from gitmail.store import machines, pendingindex
 from gitmail.store.lock import attempts
-from gitmail.store.repository import Store
 from gitmail.values import receipts
 from gitmail.values import urgency as levels
-from gitmail.values.dates import datetime
 from gitmail.values.ids import BROADCAST, new_id
 from gitmail.values.layout import (
     SEEN_NOTES,
@@ -35,6 +31,10 @@ from gitmail.values.receipts import RECEIPTS_NOTES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what writes is loaded only to write
+    from collections.abc import Callable, Sequence
+
+    from gitmail.store.repository import Store
+    from gitmail.values.dates import datetime
     from gitmail.values.outgoing import Outgoing
 
 

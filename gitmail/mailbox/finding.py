@@ -3,14 +3,12 @@ another machine vouches for it; whether a repository's name is known."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 
 from gitmail.errors import GitmailError, NotFound, UsageError
 from gitmail.store import syncedreceipts
 from gitmail.store.claims import load_claims
 from gitmail.store.machines import Here
-from gitmail.store.repository import Store
 from gitmail.values import receipts
 from gitmail.values.ids import ID_ALPHABET, ID_LENGTH
 from gitmail.values.layout import (
@@ -30,11 +28,14 @@ from gitmail.values.message import (
     Message,
     parse,
 )
-from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what writes is loaded only to write
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from gitmail.store.repository import Store
+    from gitmail.values.names import RepoName
     from gitmail.values.verdict import Verdict
 
 

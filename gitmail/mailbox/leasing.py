@@ -5,14 +5,11 @@ leases that lapsed, each in one checked transaction under the mailbox's lock. Wh
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
 
 from gitmail.errors import GitmailError
 from gitmail.mailbox.writes import writer_for
 from gitmail.store import lease_refs, machines, sessions, stamps
-from gitmail.store.lease_refs import Stored
 from gitmail.store.lock import attempts
-from gitmail.store.repository import Store
 from gitmail.values import lease as leases
 from gitmail.values.ids import ObjectId, new_id
 from gitmail.values.layout import Change
@@ -21,8 +18,11 @@ from gitmail.values.names import RepoName
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
     from typing import NamedTuple
 
+    from gitmail.store.lease_refs import Stored
+    from gitmail.store.repository import Store
     from gitmail.store.writer import Writer
 else:
     from gitmail.values.tuples import NamedTuple

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
 
 from gitmail.mailbox.finding import oldest_first, parsed
 from gitmail.mailbox.writes import local_machine_id, now, receipts_change, writer_for
@@ -33,6 +32,10 @@ from gitmail.values.message import (
 )
 from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 
 def _delivered(

@@ -3,28 +3,27 @@ adds receipts, setting a damaged message aside, and this machine's id for receip
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from gitmail.errors import MailboxError
 from gitmail.store import syncedreceipts
 from gitmail.store.machines import local_id as _local_id
-from gitmail.store.repository import Store
 from gitmail.values import receipts
 from gitmail.values.dates import UTC, datetime
-from gitmail.values.ids import ObjectId
-from gitmail.values.layout import (
-    Change,
-    Located,
-)
-from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what writes is loaded only to write
+    from collections.abc import Mapping
     from contextlib import AbstractContextManager
     from typing import Any
 
+    from gitmail.store.repository import Store
     from gitmail.store.writer import Writer
+    from gitmail.values.ids import ObjectId
+    from gitmail.values.layout import (
+        Change,
+        Located,
+    )
+    from gitmail.values.names import RepoName
 
 
 def local_machine_id(store: Store) -> str | None:

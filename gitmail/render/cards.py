@@ -3,8 +3,6 @@ attachments, and the commands that answer it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from gitmail.render.senders import origin, vouched
 from gitmail.render.states import standing
 from gitmail.render.times import when
@@ -12,12 +10,14 @@ from gitmail.render.user_claims import CLAIM, speaks_for_the_user
 from gitmail.render.words import quote, size, visible
 from gitmail.store.gitcmd import quoted as shell_word
 from gitmail.values import urgency as levels
-from gitmail.values.mail import Entry
-from gitmail.values.message import Message
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import NamedTuple
+
+    from gitmail.values.mail import Entry
+    from gitmail.values.message import Message
 else:
     from gitmail.values.tuples import NamedTuple
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from gitmail.render.words import count, quote
 from gitmail.values import urgency as levels
-from gitmail.values.mail import DoneResult, Entry
 from gitmail.values.names import PERSON
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gitmail.values.mail import DoneResult, Entry
 
 
 def sent(entry: Entry) -> str:

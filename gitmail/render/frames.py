@@ -8,17 +8,17 @@ itself off as gitmail's own words.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from gitmail.render.cards import PLAIN, Voice, drawn, drawn_size, least_size
 from gitmail.render.senders import vouched
 from gitmail.render.words import count, quote, size
 from gitmail.values import urgency as levels
-from gitmail.values.mail import Entry, Pending
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from typing import NamedTuple
+
+    from gitmail.values.mail import Entry, Pending
 else:
     from gitmail.values.tuples import NamedTuple
 

@@ -3,13 +3,12 @@ a lease or an edit is refused, the leases others hold."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from gitmail.render.times import until, when_epoch
 from gitmail.render.words import quote
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 

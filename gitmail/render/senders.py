@@ -4,15 +4,16 @@ vouched for it, and the machine it came from."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 from gitmail.render.words import quote, visible
-from gitmail.values.machine import Machine
-from gitmail.values.mail import Entry
 from gitmail.values.names import PERSON
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from gitmail.values.machine import Machine
+    from gitmail.values.mail import Entry
     from gitmail.values.verdict import Verdict
 
 PERSON_LABEL = "PERSON"  # the sender label of mail the person wrote: no repository's name can be `@user`

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from functools import cache
-
+from gitmail.values import jsontext
 from gitmail.values.names import INVISIBLE, JOINERS, UNSAFE_TEXT
 
 TYPE_CHECKING = False
@@ -27,8 +25,18 @@ def visible(text: str, *, joiners: bool = False) -> str:
     return text.translate(_escapes("body" if joiners else "text"))
 
 
-@cache
+_TABLES: dict[str, dict[int, str]] = {}
+
+
 def _escapes(form: str) -> dict[int, str]:
+    """Each form's table, made once."""
+    table = _TABLES.get(form)
+    if table is None:
+        table = _TABLES[form] = _table(form)
+    return table
+
+
+def _table(form: str) -> dict[int, str]:
     """What `visible`, `quote` and `dumps` escape, as a translation table (made in microseconds where a pattern
     this size takes a millisecond to compile, at every hook that shows mail): "text" escapes as Python writes
     escapes, "body" keeps the joiners, "json" escapes as JSON does (a character past the first plane as its
@@ -70,17 +78,14 @@ def dumps(value: Any) -> str:
     """JSON for `--json`: text as written, except what a terminal or a JavaScript reader would act on or hide (C1
     controls, bidi overrides, line separators, zero-width and other format characters), escaped as \\uXXXX. They
     only occur inside strings, so the JSON means the same."""
-    return json.dumps(value, ensure_ascii=False, indent=2).translate(_escapes("layout"))
+    return jsontext.dumps(value, ensure_ascii=False, indent=2).translate(_escapes("layout"))
 
 
 def quote(text: str) -> str:
     """A JSON string literal that stays on one line and shows control and invisible characters instead of obeying
     or hiding them."""
-    quoted = _encode(str(text))  # json.dumps(text, ensure_ascii=False) to the byte, without making an encoder
+    quoted = jsontext.dumps(str(text), ensure_ascii=False)
     return quoted if quoted.isascii() and quoted.isprintable() else quoted.translate(_escapes("json"))
-
-
-_encode = json.encoder.encode_basestring
 
 
 def count(n: int, noun: str) -> str:

@@ -6,7 +6,6 @@ stopping before ones larger than the reader would read.
 from __future__ import annotations
 
 import os
-import re
 
 from gitmail.errors import MailboxError
 from gitmail.store.gitcmd import GIT_MISSING, SAFE_CONFIG, GitFailed, environment, spawn
@@ -25,6 +24,8 @@ _UNREADABLE = r"corrupt|unable to (stream|unpack|parse|read)|inflate|bad object|
 def unreadable_object(stderr: str) -> str | None:
     """The object git names in a message saying it could not read it ("" when it names none); None when the
     message is about something else."""
+    import re  # a failure's message: never read on the way that works
+
     if not re.search(_UNREADABLE, stderr):
         return None
     named = re.search(r"\b[0-9a-f]{40}\b", stderr)

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.store import hookfiles
 from gitmail.store.location import OWN_DIR
-from gitmail.store.repository import Store
 from gitmail.values.layout import ROOT, SEEN_NOTES
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from gitmail.store.repository import Store
 
 
 class RefFiles(NamedTuple):

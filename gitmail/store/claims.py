@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from gitmail.store import stamps
 from gitmail.store.files import read_text, write_atomically
 from gitmail.store.lock import Deadline
 from gitmail.store.repository import WRITE_WAIT, Store
+from gitmail.values import jsontext
 from gitmail.values.names import RepoName, nfc_keys
 
 FILE = "claims.json"
@@ -19,14 +19,14 @@ def load_claims(store: Store) -> dict[str, str]:
     """Name -> the path of the repository that first used it."""
     text = read_text(os.path.join(store.own_root, FILE))
     try:
-        data = json.loads(text) if text is not None else {}
+        data = jsontext.loads(text) if text is not None else {}
     except ValueError:
         return {}
     return nfc_keys({str(k): str(v) for k, v in data.items()}) if isinstance(data, dict) else {}
 
 
 def save_claims(store: Store, claims: dict[str, str]) -> None:
-    write_atomically(os.path.join(store.own_root, FILE), json.dumps(claims, indent=1, sort_keys=True).encode())
+    write_atomically(os.path.join(store.own_root, FILE), jsontext.dumps(claims, indent=1, sort_keys=True).encode())
     stamps.bump_claims(store.root)  # trust labels may read differently now
 
 

@@ -23,11 +23,11 @@ and no URL may use the transports that run commands (`ext::`, `fd::`).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 from gitmail.errors import MailboxError
+from gitmail.values import jsontext
 
 TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class GitFailed(MailboxError):
         if garbled:
             super().__init__(
                 f"the mailbox needs `gitmail doctor --repair`: its packed-refs holds a line that is no ref "
-                f"({json.dumps(garbled[:80])}), and git stops on it"
+                f"({jsontext.dumps(garbled[:80])}), and git stops on it"
             )
         else:
             super().__init__(f"git {command} failed on the mailbox: {said}")

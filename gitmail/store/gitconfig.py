@@ -11,7 +11,10 @@ guessed at: `load` returns None and the caller asks git.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 _MAX_DEPTH = 10  # includes within includes, as git limits them
 _SPACE = " \t\v\f\r"  # what git counts as space inside a line (ASCII only)

@@ -12,13 +12,13 @@ missing, and what it names is looked up in the refs again when read. One line pe
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
 
 from gitmail.store.files import make_dir, touch
 from gitmail.store.location import OWN_DIR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
     from typing import NamedTuple
 
     from _typeshed import StrPath

@@ -30,12 +30,12 @@ uses as a file name is made of `SESSION_CHARS` only.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 
 from gitmail.store.location import OWN_DIR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import NamedTuple
 
     from _typeshed import StrPath

@@ -9,12 +9,10 @@ writer caught mid-change is not taken for damage.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import MailboxError
 from gitmail.store import gitcmd, lock, refs
@@ -22,8 +20,12 @@ from gitmail.store.files import write_atomically
 from gitmail.store.moves import MOVES_REF, intact
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store
 from gitmail.store.transaction import reflog
+from gitmail.values import jsontext
 from gitmail.values.layout import DAMAGED, OVERSIZED, Change, Located, State, latest, locate
 from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, parse
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
 
 NOTES = "refs/notes/"
 CHECKED = "notes-checked.json"  # in gitmail's own folder: the newest commit of each notes ref found whole
@@ -221,7 +223,7 @@ def checked(store: Store) -> dict[str, str]:
     """The notes commits an earlier look found whole. What they reach stays whole: they are in their ref's
     reflog, which git gc keeps; and should one be gone, the walk that leans on it fails and is made in full."""
     try:
-        data = json.loads((store.own_dir / CHECKED).read_text())
+        data = jsontext.loads((store.own_dir / CHECKED).read_text())
     except (OSError, ValueError):
         return {}
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
@@ -229,7 +231,7 @@ def checked(store: Store) -> dict[str, str]:
 
 def record_checked(store: Store, found: dict[str, str]) -> None:
     try:
-        write_atomically(store.own_dir / CHECKED, json.dumps(found, sort_keys=True).encode(), durable=False)
+        write_atomically(store.own_dir / CHECKED, jsontext.dumps(found, sort_keys=True).encode(), durable=False)
     except MailboxError:
         pass  # only a shortcut for the next look
 
@@ -297,7 +299,7 @@ def why_unreadable(error: ValueError) -> str:
     """Why a journal could not be read, in a few words."""
     if isinstance(error, UnicodeDecodeError):
         return "not text"
-    return "not JSON" if isinstance(error, json.JSONDecodeError) else str(error)
+    return "not JSON" if isinstance(error, jsontext.NotJSON) else str(error)
 
 
 def lock_files(store: Store) -> list[Path]:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Hashable, Sequence
-from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from gitmail.store import refs
 from gitmail.values.ids import is_oid
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Sequence
+    from pathlib import Path
 
 T = TypeVar("T")
 LIMIT = 50_000  # entries each table keeps at most (a message's document is a few KB: tens of MB at worst)

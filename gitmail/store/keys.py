@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
 
 from gitmail.errors import MailboxError, Unwritable, UsageError
 from gitmail.store import keygen, machines, pins
@@ -28,7 +27,6 @@ from gitmail.store.files import make_dir, read_text, write_atomically
 from gitmail.store.keygen import NoSigner as NoSigner
 from gitmail.store.keygen import SigningKeyError as SigningKeyError
 from gitmail.store.location import spelled
-from gitmail.store.repository import Store
 from gitmail.values import sshsig
 from gitmail.values.dates import UTC, datetime
 from gitmail.values.ids import ID_PATTERN
@@ -36,12 +34,14 @@ from gitmail.values.machine import NAME_PATTERN, Machine
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from hashlib import sha1 as _sha1
     from pathlib import Path
     from typing import NamedTuple
 
     from _typeshed import StrPath
 
+    from gitmail.store.repository import Store
     from gitmail.values.verdict import Key
 else:
     from gitmail.values.tuples import NamedTuple

@@ -20,13 +20,11 @@ with none (never written, or a write that failed), Python decides, and writes it
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
 from gitmail.errors import Unwritable, UsageError
 from gitmail.store import hookfiles
 from gitmail.store.files import write_atomically
-from gitmail.store.repository import Store
 from gitmail.values import lease as leases
 from gitmail.values.ids import ObjectId
 from gitmail.values.layout import ROOT, leases_prefix
@@ -34,7 +32,10 @@ from gitmail.values.names import RepoName
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import NamedTuple
+
+    from gitmail.store.repository import Store
 else:
     from gitmail.values.tuples import NamedTuple
 

@@ -10,17 +10,18 @@ timeouts), then reports it, and only treats it as abandoned once it is older tha
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Iterator, Sequence
 
 from gitmail.errors import MailboxBusy, Transient
 from gitmail.store.files import unwritable, write_atomically
+from gitmail.values import jsontext
 from gitmail.values.layout import Change
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
     from _typeshed import StrPath
 
 LOCK_NAME = "lock"
@@ -106,12 +107,12 @@ class Journal:
     def record(self, changes: Sequence[Change], *, durable: bool) -> None:
         """Durable (fsynced) when the change must be finished after a crash; otherwise it only names the refs
         whose lock files a killed writer may leave."""
-        write_atomically(self.path, json.dumps([list(c) for c in changes]).encode(), durable=durable)
+        write_atomically(self.path, jsontext.dumps([list(c) for c in changes]).encode(), durable=durable)
 
     def load(self) -> list[Change]:
         """The recorded changes; ValueError when the journal cannot be read as one."""
         with open(self.path, "rb") as file:
-            raw = json.loads(file.read())
+            raw = jsontext.loads(file.read())
         if not isinstance(raw, list):
             raise ValueError("not a list of changes")
         changes = []

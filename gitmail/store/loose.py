@@ -16,13 +16,14 @@ die on it, or worse, answer with fewer bytes than it announced.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 from gitmail.store import refs
 from gitmail.values.ids import is_oid
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from _typeshed import StrPath
 
 ELSEWHERE = object()  # not answerable from loose objects: ask git

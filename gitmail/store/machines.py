@@ -7,19 +7,20 @@ sync brought it here, which `gitmail/arrived-by-sync` remembers (`Here`).
 from __future__ import annotations
 
 import os
-import re
 import time
-from collections.abc import Iterable
 
 from gitmail.errors import MailboxError, UsageError
 from gitmail.store.files import append_durably, unwritable
-from gitmail.store.repository import Store
 from gitmail.values.ids import ID_PATTERN, new_id
 from gitmail.values.machine import ELSEWHERE, Machine, name_problem
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from _typeshed import StrPath
+
+    from gitmail.store.repository import Store
 
 MACHINE_ENV = "GITMAIL_MACHINE"
 SETTING = "gitmail.machine"
@@ -30,7 +31,7 @@ ARRIVED_FILE = "arrived-by-sync"  # messages sync brought that would otherwise p
 def host_name() -> str:
     """The host name made into a machine name (characters a name cannot hold become '-')."""
     raw = os.uname().nodename or "machine"  # what socket.gethostname() says, without importing socket
-    cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", raw).lstrip("._-")[:64]
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "-" for c in raw).lstrip("._-")[:64]
     return cleaned or "machine"
 
 

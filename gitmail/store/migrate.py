@@ -22,12 +22,10 @@ that record (reflogs.py) and starts a packer.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
 from gitmail.store import claims, history, hookfiles, setup, stamps, startcache
@@ -35,11 +33,16 @@ from gitmail.store.claims import load_claims, save_claims
 from gitmail.store.gitcmd import GitFailed
 from gitmail.store.lock import GIT_LOCK_WAIT, Deadline
 from gitmail.store.log import problem
-from gitmail.store.repository import Store
 from gitmail.store.setup import MAILBOX_CONFIG
 from gitmail.store.writer import Writer, writing
+from gitmail.values import jsontext
 from gitmail.values.layout import ROOT, Change, repo_of_component
 from gitmail.values.names import RepoName, first_format_ref, name_problem
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gitmail.store.repository import Store
 
 VERSION_KEY = "gitmail.version"
 DIRECTORY_TRIES = 12  # of a batch whose directory the file system refuses for a moment (0.25 s apart)
@@ -232,7 +235,7 @@ def _rename_stamps(mailbox: Path) -> None:
 
 def _normalise_claims(store: Store) -> None:
     try:
-        written = json.loads((store.own_dir / claims.FILE).read_text())
+        written = jsontext.loads((store.own_dir / claims.FILE).read_text())
     except (OSError, ValueError):
         return
     normal = load_claims(store)  # read with its names in NFC

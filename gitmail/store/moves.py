@@ -18,18 +18,17 @@ stepped over to the one before it (writer.py, repair.py), and its history stays 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from gitmail.values.dates import UTC, datetime
 from gitmail.values.layout import Change
-from gitmail.values.names import RepoName
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import NamedTuple
 
     from gitmail.store.objects import Objects
     from gitmail.store.repository import Store
+    from gitmail.values.names import RepoName
 else:
     from gitmail.values.tuples import NamedTuple  # a send writes the record: no typing on its path
 

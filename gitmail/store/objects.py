@@ -12,24 +12,25 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from gitmail.errors import MailboxError, Transient, UsageError
 from gitmail.store import catfile, loose, refs
 from gitmail.store.files import make_dir, sync_directory, unwritable
-from gitmail.store.repository import Store
 from gitmail.values import sshsig
 from gitmail.values.dates import UTC, datetime
 from gitmail.values.ids import ObjectId
 from gitmail.values.layout import email
 from gitmail.values.message import DOCUMENT_NAME, Message
-from gitmail.values.names import RepoName
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from hashlib import sha1 as _sha1
     from typing import IO, NamedTuple
+
+    from gitmail.store.repository import Store
+    from gitmail.values.names import RepoName
 else:
     from gitmail.values.tuples import NamedTuple
 

@@ -3,10 +3,12 @@ mailbox of an older format up to date (migrate.py) before anything reads it."""
 
 from __future__ import annotations
 
-import os
-
 from gitmail.store.repository import Store
 from gitmail.store.setup import MAILBOX_CONFIG
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import os
 
 VERSION = MAILBOX_CONFIG["gitmail.version"]
 

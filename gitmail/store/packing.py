@@ -22,13 +22,16 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
-from collections.abc import Iterator
 from contextlib import contextmanager
 
 from gitmail.errors import GitmailError
 from gitmail.store import lock
 from gitmail.store.log import problem
 from gitmail.store.repository import Store
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 COUNTER = "unpacked"  # in gitmail/: one byte per write since refs were last packed
 LOCK = "packing"  # in gitmail/: held (flock) by the packer that runs

@@ -5,16 +5,17 @@ reading of mail from another machine, so this module stays small; changed only u
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Sequence
 
 from gitmail.store import stamps
 from gitmail.store.files import make_dir, read_text, unwritable, write_atomically
-from gitmail.store.repository import Store
+from gitmail.values import jsontext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gitmail.store.repository import Store
     from gitmail.values.verdict import Key, Keys
 
 FOLDER = "keys"  # gitmail/keys/: this machine's own key, what it published, and these pins
@@ -34,7 +35,7 @@ def load(store: Store) -> tuple[str | None, list[Key]]:
 
     text = read_text(os.path.join(store.own_root, FOLDER, FILE))
     try:
-        data = json.loads(text) if text else {}
+        data = jsontext.loads(text) if text else {}
         learned = data.get("learned")
         keys = [Key(**{f: str(k[f]) for f in Key._fields}) for k in data.get("keys", [])]
     except (ValueError, TypeError, KeyError, AttributeError):
@@ -48,5 +49,5 @@ def save(store: Store, learned: str | None, keys: Sequence[Key]) -> None:
         make_dir(os.path.join(store.own_root, FOLDER))
     except OSError as error:
         raise unwritable(store.own_root, error) from None
-    write_atomically(os.path.join(store.own_root, FOLDER, FILE), (json.dumps(data, indent=1) + "\n").encode())
+    write_atomically(os.path.join(store.own_root, FOLDER, FILE), (jsontext.dumps(data, indent=1) + "\n").encode())
     stamps.bump_claims(store.root)  # trust labels may read differently now

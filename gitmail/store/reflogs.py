@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.store import moves
-from gitmail.store.repository import Store
+
+if TYPE_CHECKING:
+    from gitmail.store.repository import Store
 
 
 class Entry(NamedTuple):

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Callable, Iterable
 
 from gitmail.values.ids import is_oid
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
+    from collections.abc import Callable, Iterable
     from typing import BinaryIO
 
     from _typeshed import StrPath

@@ -6,19 +6,22 @@ move from going unseen. It stays on this machine; sync never sends it.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-
 from gitmail.store.files import append_durably
-from gitmail.store.repository import Store
+from gitmail.values import jsontext
 from gitmail.values.mail import Move
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gitmail.store.repository import Store
 
 FILE = "moved-by-sync"
 
 
 def remember(store: Store, moves: Sequence[Move]) -> None:
     """Record these moves (synced to disk) before they are made: no crash leaves one unrecorded."""
-    lines = "".join(json.dumps(m._asdict(), ensure_ascii=False, sort_keys=True) + "\n" for m in moves)
+    lines = "".join(jsontext.dumps(m._asdict(), ensure_ascii=False, sort_keys=True) + "\n" for m in moves)
     append_durably(store.own_dir / FILE, lines, where=store.path)
 
 
@@ -31,7 +34,7 @@ def load(store: Store) -> dict[str, Move]:
     found = {}
     for line in text.splitlines():
         try:
-            raw = json.loads(line)
+            raw = jsontext.loads(line)
             move = Move(
                 id=str(raw["id"]),
                 state=str(raw["state"]),

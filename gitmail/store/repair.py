@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import MailboxError
 from gitmail.store import integrity as check
@@ -16,10 +16,12 @@ from gitmail.store import keys, lock, loose, migrate, moves, refs, setup
 from gitmail.store.integrity import DAMAGED_OBJECTS, DAMAGED_REFS, Inventory, Notes
 from gitmail.store.log import problem
 from gitmail.store.ownership import check_ownership
-from gitmail.store.repository import Store
 from gitmail.store.writer import Writer, writing
 from gitmail.values.layout import Change, Located, damaged_ref, locate
 from gitmail.values.names import RepoName
+
+if TYPE_CHECKING:
+    from gitmail.store.repository import Store
 
 ACTOR = RepoName("gitmail")  # who the reflog says made a repair
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from functools import cached_property
 
 from gitmail.errors import MailboxBusy, MailboxError, UsageError
 from gitmail.store import gitcmd, gitconfig, lock, loose, refs, stamps
@@ -28,6 +25,7 @@ from gitmail.values.names import RepoName, first_format_ref, from_address, nfd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
     from contextlib import AbstractContextManager
     from pathlib import Path
 
@@ -56,6 +54,7 @@ class Store:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.root = spelled(path if path is not None else mailbox_path())  # a str: no command imports pathlib
         self.own_root = os.path.join(self.root, OWN_DIR)
+        self._path: Path | None = None
         self._checked = False
         self.old_names = False  # refs may still be spelled as an older format spelled names (migrate.py)
         self._reader: catfile.BatchReader | None = None  # a cat-file kept running, for long-lived processes
@@ -63,12 +62,14 @@ class Store:
         self._settings: tuple[tuple[int, int, int] | None, gitconfig.Config] | None = None  # the config, as last read
         self.damaged: set[str] = set()  # objects found unreadable (damaged on disk): read as missing, named here
 
-    @cached_property
+    @property
     def path(self) -> Path:
         """`root` as a Path, made when first asked for."""
-        from pathlib import Path
+        if self._path is None:
+            from pathlib import Path
 
-        return Path(self.root)
+            self._path = Path(self.root)
+        return self._path
 
     # -- existence and health ---------------------------------------------------------------------------------
 
@@ -237,6 +238,8 @@ class Store:
         try:
             return self._log(*args)
         except gitcmd.GitFailed as failure:
+            import re
+
             from gitmail.store import catfile
 
             if (

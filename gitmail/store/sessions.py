@@ -23,16 +23,14 @@ anything else is gone. Where no process can be asked (no /proc), the state is sa
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from gitmail.errors import MailboxBusy, MailboxError
 from gitmail.store import hookfiles, processes
 from gitmail.store.files import make_dir, read_line, touch, unwritable, write_line
 from gitmail.store.lock import Deadline
+from gitmail.values import jsontext
 from gitmail.values.session_info import Info
 
 TYPE_CHECKING = False
@@ -99,48 +97,74 @@ class Record:
         return self.data.get(name)
 
 
-@contextmanager
-def record(
-    mailbox: StrPath, host: str, session_id: str, deadline: Deadline, *, create: bool = True
-) -> Iterator[Record | None]:
-    """The session's record, locked for this block and saved after it; None when it cannot be had (a bad id, a
-    read-only mailbox, a parallel hook of the same session holding it past the deadline, or, without `create`, a
-    session with no record yet)."""
-    name = key(host, session_id)
-    if name is None:
-        yield None
-        return
-    files = hookfiles.session_files(mailbox, name)
-    if not create and not os.path.exists(files.record):
-        yield None
-        return
-    try:
-        make_dir(os.path.dirname(files.record))
-        fd = os.open(files.record, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError:
-        yield None
-        return
-    try:
-        if not _lock(fd, deadline):
-            yield None
-            return
-        raw = b""
-        while chunk := os.read(fd, 65536):
-            raw += chunk
+def record(mailbox: StrPath, host: str, session_id: str, deadline: Deadline, *, create: bool = True) -> _Held:
+    """The session's record, locked for the `with` block that holds it and saved after it; None in the block when
+    it cannot be had (a bad id, a read-only mailbox, a parallel hook of the same session holding it past the
+    deadline, or, without `create`, a session with no record yet)."""
+    return _Held(mailbox, host, session_id, deadline, create)
+
+
+class _Held:
+    """A record held by a `with` block: a class rather than a contextlib generator, which would load contextlib
+    (and collections, functools and types beneath it) at every session start."""
+
+    def __init__(self, mailbox: StrPath, host: str, session_id: str, deadline: Deadline, create: bool) -> None:
+        self.mailbox, self.host, self.session_id, self.deadline, self.create = (
+            mailbox, host, session_id, deadline, create,
+        )  # fmt: skip
+        self.fd: int | None = None
+        self.raw, self.fresh = b"", False
+
+    def __enter__(self) -> Record | None:
+        name = key(self.host, self.session_id)
+        if name is None:
+            return None
+        self.files = files = hookfiles.session_files(self.mailbox, name)
+        if not self.create and not os.path.exists(files.record):
+            return None
         try:
-            data = json.loads(raw) if raw.strip() else {}
+            make_dir(os.path.dirname(files.record))
+            fd = os.open(files.record, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return None
+        try:
+            if not _lock(fd, self.deadline):
+                os.close(fd)
+                return None
+            raw = b""
+            while chunk := os.read(fd, 65536):
+                raw += chunk
+            moment = read_line(files.turn)
+        except OSError:
+            os.close(fd)
+            return None
+        try:
+            data = jsontext.loads(raw) if raw.strip() else {}
         except ValueError:
             data = {}
         data = data if isinstance(data, dict) else {}
         data.pop("turn", None)  # kept in the turn file only
-        entry = Record(files.record, data, moment=read_line(files.turn))
-        fresh = not raw.strip()
-        if fresh:
+        self.entry = entry = Record(files.record, data, moment=moment)
+        self.fd, self.raw, self.fresh = fd, raw, not raw.strip()
+        if self.fresh:
             entry.data["started"] = time.time()
-        yield entry
+        return entry
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """Saves the record when the block ended without an error; after an error the record is left as it was."""
+        if self.fd is None:
+            return
+        try:
+            if kind is None:
+                self._save()
+        finally:
+            os.close(self.fd)
+
+    def _save(self) -> None:
+        entry, files = self.entry, self.files
         entry.data["touched"] = time.time()
         try:
-            _save(fd, json.dumps(entry.data, sort_keys=True).encode(), raw)
+            _save(self.fd or 0, jsontext.dumps(entry.data, sort_keys=True).encode(), self.raw)
             write_line(files.stamps, hookfiles.quiet_line(entry.stamps, entry.quiet))
             if entry.moment:
                 write_line(files.turn, entry.moment)
@@ -148,12 +172,11 @@ def record(
                 write_line(files.top, entry.top)
         except OSError as error:  # a full disk: the caller says what was not recorded
             entry.unsaved = error
-        if fresh:
-            _clean(os.path.dirname(files.record))
-    except OSError:
-        return
-    finally:
-        os.close(fd)
+        if self.fresh:
+            try:
+                _clean(os.path.dirname(files.record))
+            except OSError:
+                pass
 
 
 def _save(fd: int, encoded: bytes, before: bytes) -> None:
@@ -373,7 +396,7 @@ def _data(mailbox: StrPath, host: str, session_id: str) -> dict[str, Any]:
 def _read(path: str) -> dict[str, Any] | None:
     try:
         with open(path, "rb") as file:
-            data = json.loads(file.read())
+            data = jsontext.loads(file.read())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

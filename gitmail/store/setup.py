@@ -4,12 +4,12 @@ imports it: its import costs more than most commands may, so only creating and r
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 from gitmail.errors import MailboxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
     from _typeshed import StrPath

@@ -13,14 +13,18 @@ Ed25519 signatures are checked in-process (values/sshsig.py); any other key type
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from gitmail.store import pins
-from gitmail.store.repository import Store
-from gitmail.values.layout import Located
 from gitmail.values.message import MAX_DOCUMENT_BYTES, Message
 from gitmail.values.verdict import BAD, GOOD, UNCHECKED, UNSIGNED, Fact, Verdict, judge
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from gitmail.store.repository import Store
+    from gitmail.values.layout import Located
 
 FOLDER = "signatures"
 MAX_COMMIT_BYTES = MAX_DOCUMENT_BYTES + 8 * 1024  # a message's commit: its text, headers and signature; no more is read

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
 
 from gitmail.store import hookfiles
 from gitmail.store.files import make_dir, read_line, write_line
-from gitmail.values.names import RepoName
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from _typeshed import StrPath
+
+    from gitmail.values.names import RepoName
 
 
 def directory(mailbox: StrPath) -> str:

@@ -11,11 +11,11 @@ Any change to the mail, the names or the hook's environment makes a new key, and
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 
 from gitmail.store import hookfiles, stamps
 from gitmail.store.files import make_dir, write_atomically
+from gitmail.values import jsontext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,9 +76,9 @@ def keep(
         else:
             write_atomically(files.due, b"", durable=False)
             os.utime(files.due, (due, due))
-        text = json.dumps(answer, ensure_ascii=False) + "\n" if answer else ""
+        text = jsontext.dumps(answer, ensure_ascii=False) + "\n" if answer else ""
         write_atomically(files.answer, text.encode(), durable=False)
-        write_atomically(files.record, (json.dumps(record, sort_keys=True) + "\n").encode(), durable=False)
+        write_atomically(files.record, (jsontext.dumps(record, sort_keys=True) + "\n").encode(), durable=False)
         path = os.fsencode(config) if config is not None and b"\n" not in os.fsencode(config) else b""
         lines = (key + "\n").encode() + path + b"\n" + (quiet + "\n").encode()  # as hook.sh reads them
         write_atomically(files.key, lines, durable=False)

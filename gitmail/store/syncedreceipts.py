@@ -12,15 +12,18 @@ this machine; sync never sends it. Readers that find no file read nothing more.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping, Sequence
 
 from gitmail.store.files import append_durably, read_text
-from gitmail.store.repository import Store
-from gitmail.values import receipts
+from gitmail.values import jsontext, receipts
 from gitmail.values.layout import annotated, note_lines, note_specs
 from gitmail.values.message import MAX_DOCUMENT_BYTES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from gitmail.store.repository import Store
 
 FILE = "receipts-from-sync"
 
@@ -63,7 +66,9 @@ def _claims_here(line: str, here: str | None) -> bool:
 def remember(store: Store, found: Mapping[str, Sequence[str]]) -> None:
     """Record these lines (synced to disk) before the notes that hold them land here: no crash lets one count."""
     lines = [
-        json.dumps({"commit": oid, "line": line}, ensure_ascii=False) for oid, said in found.items() for line in said
+        jsontext.dumps({"commit": oid, "line": line}, ensure_ascii=False)
+        for oid, said in found.items()
+        for line in said
     ]
     append_durably(os.path.join(store.own_root, FILE), "".join(f"{line}\n" for line in lines), where=store.root)
 
@@ -73,7 +78,7 @@ def load(store: Store) -> Claimed:
     claimed = Claimed()
     for text in (read_text(os.path.join(store.own_root, FILE)) or "").splitlines():
         try:
-            raw = json.loads(text)
+            raw = jsontext.loads(text)
             oid, line = str(raw["commit"]), str(raw["line"])
         except (ValueError, KeyError, TypeError):
             continue

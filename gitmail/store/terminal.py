@@ -7,16 +7,18 @@ only means `done --all` leaves mail pending, never that it archives mail unseen.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 
 from gitmail.store.files import make_dir, read_text, write_atomically
 from gitmail.store.location import OWN_DIR
 from gitmail.values.ids import ID_PATTERN
-from gitmail.values.names import RepoName
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from _typeshed import StrPath
+
+    from gitmail.values.names import RepoName
 
 FOLDER = "terminal"
 

@@ -6,18 +6,20 @@ alters; and the reflog, the record of every move.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 from gitmail.errors import MailboxBusy, Transient
 from gitmail.store import gitcmd, lock
-from gitmail.store.lock import Deadline
 from gitmail.store.log import problem
 from gitmail.values.layout import SEEN_NOTES, Change, State, email, locate
-from gitmail.values.names import RepoName
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from _typeshed import StrPath
+
+    from gitmail.store.lock import Deadline
+    from gitmail.values.names import RepoName
 
 
 def touched(changes: Sequence[Change], actor: RepoName | None) -> tuple[set[RepoName | None], str | None]:

@@ -6,7 +6,6 @@ a journal a later writer replays if this one dies midway.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from gitmail.store import history, keys, lock, machines, moves, objects, packing, setup, stamps, transaction
@@ -15,14 +14,16 @@ from gitmail.store.log import problem, tell
 from gitmail.store.objects import Objects
 from gitmail.store.repository import MARK_KEY, WRITE_WAIT, Store
 from gitmail.values.dates import UTC, datetime
-from gitmail.values.ids import ObjectId
 from gitmail.values.layout import Change, damaged_ref, email, locate
-from gitmail.values.message import Message
 from gitmail.values.names import RepoName, from_address
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
     from gitmail.values.attachments import Attachment
+    from gitmail.values.ids import ObjectId
+    from gitmail.values.message import Message
     from gitmail.values.outgoing import Outgoing
 
 

@@ -7,14 +7,15 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
 
 from gitmail.store.files import make_dir, touch, write_atomically
 from gitmail.store.log import problem
-from gitmail.store.repository import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gitmail.store.repository import Store
     from gitmail.sync.remotes import Remote
 
 SETTINGS = "gitmail-remote"  # the config section of a remote (remotes.py)

@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import GitmailError, Unwritable, UsageError
 from gitmail.store import gitcmd, machines, refs
 from gitmail.store.files import unwritable
 from gitmail.store.log import problem
-from gitmail.store.repository import Store
 from gitmail.sync import background, leasestate, quick, reconcile, remotestate
 from gitmail.sync.quick import Record, fingerprint
 from gitmail.sync.remotes import (
@@ -43,7 +41,12 @@ from gitmail.sync.remotes import (
     redact,
     url_problem,
 )
-from gitmail.values.mail import Move
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from gitmail.store.repository import Store
+    from gitmail.values.mail import Move
 
 ATTEMPTS = 8  # fetch, reconcile and push this often while other machines keep pushing in between
 # Whether a sync leaves to `settle_later` the wait for the refs it wrote to settle and what follows a sync that

@@ -20,7 +20,6 @@ logged. A lease state of another shape is no gitmail state at all (NotGitmail: n
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import UsageError
@@ -31,13 +30,15 @@ from gitmail.sync.remotestate import object_info
 from gitmail.values import lease as leases
 from gitmail.values.ids import ID_PATTERN
 from gitmail.values.layout import Change
-from gitmail.values.lease import Lease
-from gitmail.values.machine import Machine
 from gitmail.values.names import RepoName
 from gitmail.values.verdict import ACCEPTED, GOOD, Fact, Keys
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
     from gitmail.store.repository import Store
+    from gitmail.values.lease import Lease
+    from gitmail.values.machine import Machine
 
 LEASES = "leases"  # the ref below REMOTE_ROOT
 FORMAT_PATH = "gitmail-leases"

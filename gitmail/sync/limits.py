@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from gitmail.values.message import DOCUMENT_NAME
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
     from gitmail.store.repository import Store
     from gitmail.values.layout import Located
 

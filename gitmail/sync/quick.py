@@ -12,7 +12,6 @@ way (engine.py), which records anew.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -20,6 +19,7 @@ from gitmail.errors import Unwritable, UsageError
 from gitmail.store import gitcmd, gitconfig
 from gitmail.store.files import unwritable, write_atomically
 from gitmail.store.location import mailbox_path
+from gitmail.values import jsontext
 from gitmail.values.ids import is_oid
 
 TYPE_CHECKING = False  # typing's own costs an import; only annotations need these
@@ -72,7 +72,7 @@ class Record:
     def load(cls, mailbox: str | os.PathLike[str], name: str) -> Record:
         try:
             with open(cls.path(mailbox, name), encoding="utf-8") as handle:
-                data = json.load(handle)
+                data = jsontext.loads(handle.read())
             return cls(
                 url=_text(data.get("url")),
                 tips={str(k): str(v) for k, v in dict(data.get("tips", {})).items()},
@@ -94,7 +94,7 @@ class Record:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         except OSError as error:
             raise unwritable(os.path.dirname(path), error) from None
-        write_atomically(path, json.dumps(data, indent=1).encode(), durable=False)
+        write_atomically(path, jsontext.dumps(data, indent=1).encode(), durable=False)
 
     def in_step(self, url: str, tips: dict[str, str], mailbox: str | os.PathLike[str]) -> bool:
         """Whether the remote (as `tips` show it) and the mailbox are as this record left them."""

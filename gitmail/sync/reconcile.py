@@ -6,7 +6,6 @@ Reconciliation never goes backwards: archived beats pending, retracted beats act
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.store import gitcmd, keys, refs, remotemoves, signatures, syncedreceipts
@@ -36,15 +35,17 @@ from gitmail.values.layout import (
     oversized_ref,
     state_prefix,
 )
-from gitmail.values.machine import Machine
 from gitmail.values.mail import Move
 from gitmail.values.message import DOCUMENT_NAME, MAX_BODY_BYTES, MAX_DOCUMENT_BYTES, MAX_SUBJECT_CHARS
 from gitmail.values.names import RepoName
 from gitmail.values.receipts import RECEIPTS_NOTES
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+
     from gitmail.store.repository import Store
     from gitmail.store.writer import Writer
+    from gitmail.values.machine import Machine
     from gitmail.values.message import Message
 
 IMPORT_CHUNK = 1000  # ref changes per transaction when many messages arrive at once

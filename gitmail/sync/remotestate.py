@@ -10,7 +10,6 @@ state also has an "attachments" commit as a parent, so that a file attached agai
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -18,10 +17,12 @@ from gitmail.store import gitcmd
 from gitmail.sync.quick import SYNCED
 from gitmail.sync.remotes import FORMAT_PATH, FORMAT_TEXT, NOTES, REMOTE_ROOT, STATE, NotGitmail
 from gitmail.values.layout import ROOT, Located
-from gitmail.values.machine import Machine
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gitmail.store.repository import Store
+    from gitmail.values.machine import Machine
 
 CARRIER_PARENTS = 256  # message commits per carrier commit (a state commit reaches new messages through these)
 ATTACHMENTS_WITHIN_REACH = 2000  # attachment blobs a state keeps as already sent (see _attachments)

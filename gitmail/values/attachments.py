@@ -12,11 +12,10 @@ tree), no leading `-`, and no two alike (ignoring case: a second `x.txt` becomes
 
 from __future__ import annotations
 
-import json
-import re
-
+from gitmail.values import jsontext
 from gitmail.values.ids import is_oid
 from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, nfc
+from gitmail.values.patterns import IGNORECASE, lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ BINARY_TYPE = "application/octet-stream"
 
 # Characters that show as nothing: zero-width spaces and joiners, direction marks, the soft hyphen, invisible
 # operators, the byte-order mark. Removed from names (git on macOS ignores several of them in `.git`, too).
-_INVISIBLE = "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2060-\u2064\u206a-\u206f\ufeff]"
+_INVISIBLE = lazy("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2060-\u2064\u206a-\u206f\ufeff]")
 # Names git's object checks (fsck) treat as special in a tree: `.git` and its NTFS and HFS spellings,
 # `.gitmodules`, `.gitattributes` and their short names (`git~1`, `gitmod~1`).
 _GIT_SPECIAL = (".git", "git~", "gitmod~", "gitatt~")
@@ -70,7 +69,7 @@ class Attachment(NamedTuple):
 
 def encode(attachments: tuple[Attachment, ...]) -> str:
     """The document's value: one JSON array on one line (which YAML reads as the same list)."""
-    return json.dumps([a.field() for a in attachments], ensure_ascii=False)
+    return jsontext.dumps([a.field() for a in attachments], ensure_ascii=False)
 
 
 def decode(text: str) -> tuple[Attachment, ...]:
@@ -78,7 +77,7 @@ def decode(text: str) -> tuple[Attachment, ...]:
     size, id or type) is left out: the message stays readable, and nothing is ever offered under a name that could
     reach outside the folder it is written to."""
     try:
-        raw = json.loads(text)
+        raw = jsontext.loads(text)
     except (ValueError, RecursionError):  # nested deeper than the parser goes: no record gitmail wrote
         return ()
     if not isinstance(raw, list):
@@ -110,7 +109,7 @@ def safe_name(raw: str) -> str:
     if NOT_UTF8.search(raw):  # a file name whose bytes are not UTF-8
         raw = NOT_UTF8.sub("_", raw)
     name = raw.replace("\\", "/").rpartition("/")[2]
-    name = nfc(re.sub(_INVISIBLE, "", name))
+    name = nfc(_INVISIBLE.sub("", name))
     name = UNSAFE_TEXT.sub("_", name).strip()
     if name in ("", ".", ".."):
         return FALLBACK_NAME
@@ -189,9 +188,12 @@ def size_text(size: int) -> str:
     return f"{value:.1f} GiB"
 
 
+_SIZE = lazy(r"\s*([0-9]+)\s*([kmg]?)(?:i?b)?\s*", IGNORECASE)
+
+
 def parse_size(text: str) -> int | None:
     """A size as git config writes one: a number of bytes, optionally with k, m or g (1024-based); None if not."""
-    match = re.fullmatch(r"\s*([0-9]+)\s*([kmg]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    match = _SIZE.fullmatch(text)
     if match is None:
         return None
     power = " kmg".index((match.group(2) or " ").lower())

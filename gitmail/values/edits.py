@@ -13,10 +13,10 @@ Pure.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, NamedTuple
 else:
     from gitmail.values.tuples import NamedTuple

@@ -13,15 +13,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from functools import lru_cache
-
 from gitmail.errors import UsageError
 from gitmail.values.ids import ID_PATTERN, ObjectId
 from gitmail.values.names import RepoName, first_format_ref, nfc, nfd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
     from enum import Enum
     from typing import NamedTuple
 else:
@@ -142,14 +140,22 @@ def is_message_ref(ref: str) -> bool:
     return locate(ref, "0" * 40) is not None
 
 
-@lru_cache(maxsize=4096)  # a few names recur in many thousand refs: each is decoded and checked once
+_COMPONENTS: dict[str, RepoName] = {}  # a few names recur in many thousand refs: each is decoded and checked once
+
+
 def repo_of_component(component: str) -> RepoName:
     """The repo a ref component names: in the current encoding, or as the mailbox's first format spelled it (a
     mailbox not yet migrated, read by a process that cannot write it; or refs an older gitmail wrote since)."""
-    try:
-        return RepoName.from_ref(component)
-    except UsageError:
-        return RepoName.from_first_format_ref(component)
+    found = _COMPONENTS.get(component)
+    if found is None:
+        try:
+            found = RepoName.from_ref(component)
+        except UsageError:
+            found = RepoName.from_first_format_ref(component)
+        if len(_COMPONENTS) >= 4096:
+            _COMPONENTS.clear()
+        _COMPONENTS[component] = found
+    return found
 
 
 def damaged_ref(ref: str) -> str:

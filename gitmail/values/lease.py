@@ -9,11 +9,11 @@ differ. Its document is the record of it in the mailbox (store/leases.py keeps i
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 
 from gitmail.errors import UsageError
+from gitmail.values import jsontext
 from gitmail.values.machine import Machine
 from gitmail.values.names import UNSAFE_TEXT
 
@@ -83,7 +83,7 @@ class Lease(NamedTuple):
             "ended": self.ended,
             "handle": self.handle,
         }
-        return (json.dumps(fields, ensure_ascii=False, sort_keys=True) + "\n").encode()
+        return (jsontext.dumps(fields, ensure_ascii=False, sort_keys=True) + "\n").encode()
 
     def said(self) -> str:
         """The first line of its record in `git log`."""
@@ -97,7 +97,7 @@ class Lease(NamedTuple):
 def parse(data: bytes) -> Lease:
     """A lease from its document; UsageError for anything gitmail did not write so (a remote may send anything)."""
     try:
-        raw = json.loads(data.decode("utf-8"))
+        raw = jsontext.loads(data.decode("utf-8"))
         paths = tuple(normal(str(p)) for p in raw["paths"])
         machine = Machine.parse(raw["machine"]) if raw.get("machine") else None
         found = Lease(

@@ -5,21 +5,19 @@ them."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Sequence
-
-from gitmail.values import receipts
-from gitmail.values.dates import datetime
+from gitmail.values import jsontext, receipts
 from gitmail.values.ids import BROADCAST, ObjectId
 from gitmail.values.layout import State
 from gitmail.values.machine import Machine
-from gitmail.values.message import Message
-from gitmail.values.names import RepoName
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
     from typing import NamedTuple
 
+    from gitmail.values.dates import datetime
+    from gitmail.values.message import Message
+    from gitmail.values.names import RepoName
     from gitmail.values.verdict import Verdict
 else:
     from gitmail.values.tuples import NamedTuple
@@ -41,14 +39,14 @@ class Move(NamedTuple):
     def said(self) -> str:
         """What the move amounts to: "done on machine "laptop" (as origin says), never shown here"."""
         machine = Machine.parse(self.machine) if self.machine else None
-        where = f"on machine {json.dumps(machine.name)}" if machine is not None and machine.name else "elsewhere"
+        where = f"on machine {jsontext.dumps(machine.name)}" if machine is not None and machine.name else "elsewhere"
         text = f"{'done' if self.state == State.ARCHIVED.value else 'retracted'} {where} (as {self.remote} says)"
         return text + (", never shown here" if self.shown is False else "")
 
     def line(self) -> str:
         """The move in one line: "archived 7kq2m9x4ab (to web, "Please review"): done on machine ..."."""
         to = "a broadcast" if self.to == BROADCAST else f"to {self.to}"
-        return f"{self.state} {self.id} ({to}, {json.dumps(self.subject, ensure_ascii=False)}): {self.said()}"
+        return f"{self.state} {self.id} ({to}, {jsontext.dumps(self.subject, ensure_ascii=False)}): {self.said()}"
 
 
 class Entry(NamedTuple):

@@ -9,10 +9,8 @@ python-frontmatter.
 
 from __future__ import annotations
 
-import json
-import re
-
 from gitmail.errors import GitmailError, UsageError
+from gitmail.values import jsontext
 from gitmail.values import urgency as levels
 from gitmail.values.address import HANDLE, session_key
 from gitmail.values.dates import datetime
@@ -89,7 +87,7 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
         ):
             if value:
                 fields[name] = value
-        lines = [f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in fields.items()]
+        lines = [f"{key}: {jsontext.dumps(value, ensure_ascii=False)}" for key, value in fields.items()]
         if self.attachments:
             from gitmail.values.attachments import encode
 
@@ -138,7 +136,7 @@ def clean_body(raw: bytes | str) -> str:
 
 
 def reply_subject(original: str) -> str:
-    return original if re.match(r"re:", original, re.IGNORECASE) else f"Re: {original}"
+    return original if original[:3].lower() == "re:" else f"Re: {original}"
 
 
 class BadDocument(GitmailError):
@@ -196,7 +194,7 @@ def _split_strict(text: str) -> tuple[dict[str, str], str] | None:
         if not sep or key not in _FIELDS or not value.startswith('"'):
             return None
         try:
-            decoded = json.loads(value)
+            decoded = jsontext.loads(value)
         except ValueError:
             return None
         if not isinstance(decoded, str):
@@ -214,7 +212,7 @@ def _split_frontmatter(text: str) -> tuple[dict[str, str], str]:
         raise BadDocument(f"message frontmatter does not parse: {error}") from None
     fields = {str(k): str(v) for k, v in post.metadata.items() if v is not None}
     if isinstance(post.metadata.get(_ATTACHMENTS), list):
-        fields[_ATTACHMENTS] = json.dumps(post.metadata[_ATTACHMENTS], default=str)
+        fields[_ATTACHMENTS] = jsontext.dumps(post.metadata[_ATTACHMENTS], default=str)
     return fields, post.content
 
 

@@ -9,6 +9,8 @@ if TYPE_CHECKING:
     import re
     from typing import Any
 
+IGNORECASE = 2  # re.IGNORECASE, spelt without importing re (a test checks the two agree)
+
 
 class _Lazy:
     __slots__ = ("pattern", "flags", "_compiled")

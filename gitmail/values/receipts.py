@@ -14,14 +14,13 @@ that its sender retracted a broadcast (in a notes commit signed like every commi
 
 from __future__ import annotations
 
-import json
-from collections.abc import Collection, Iterable, Sequence
-
+from gitmail.values import jsontext
 from gitmail.values.dates import datetime
 from gitmail.values.names import nfc
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable, Sequence
     from typing import NamedTuple
 else:
     from gitmail.values.tuples import NamedTuple
@@ -51,7 +50,7 @@ class Record(NamedTuple):
         fields = {"event": self.event, "repo": self.repo, "at": self.at.isoformat()}
         optional = (("host", self.host), ("moment", self.moment), ("reply", self.reply), ("machine", self.machine))
         fields.update({k: v for k, v in optional if v})
-        return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return jsontext.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def parse(lines: Iterable[str]) -> list[Record]:
@@ -59,7 +58,7 @@ def parse(lines: Iterable[str]) -> list[Record]:
     records = []
     for line in lines:
         try:
-            raw = json.loads(line)
+            raw = jsontext.loads(line)
             at = datetime.fromisoformat(raw["at"])
             if at.tzinfo is None or not isinstance(raw["event"], str) or not isinstance(raw["repo"], str):
                 continue

@@ -5,8 +5,9 @@ else (summaries, hook events, the host's own context) is passed over, as is a li
 
 from __future__ import annotations
 
-import json
 from typing import Any, NamedTuple
+
+from gitmail.values import jsontext
 
 TOOL_ARGS = 120  # characters of a tool call's arguments shown on its line
 
@@ -20,7 +21,7 @@ def turns(lines: list[bytes]) -> list[Turn]:
     found: list[Turn] = []
     for line in lines:
         try:
-            event = json.loads(line)
+            event = jsontext.loads(line)
         except (ValueError, RecursionError):
             continue
         if isinstance(event, dict):
@@ -75,12 +76,12 @@ def _codex(event: dict[str, Any]) -> list[Turn]:
 def _call(name: object, arguments: object) -> str:
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = jsontext.loads(arguments)
         except ValueError:
             pass
     if isinstance(arguments, dict) and len(arguments) == 1:
         arguments = next(iter(arguments.values()))
-    said = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    said = arguments if isinstance(arguments, str) else jsontext.dumps(arguments, ensure_ascii=False)
     said = " ".join(said.split())
     said = said if len(said) <= TOOL_ARGS else said[: TOOL_ARGS - 1] + "…"
     return f"{name if isinstance(name, str) else 'tool'}: {said}"

@@ -13,12 +13,15 @@ with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.values.ids import BROADCAST
-from gitmail.values.message import Message
 from gitmail.values.names import nfc
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from gitmail.values.message import Message
 
 GOOD = "good"  # a good signature in namespace "git", by the key it names
 UNSIGNED = "unsigned"

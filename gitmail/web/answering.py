@@ -19,14 +19,16 @@ import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail import actions
 from gitmail.errors import NotFound, UsageError
-from gitmail.store.repository import Store
 from gitmail.values.names import PERSON, RepoName
 from gitmail.values.phrase import spoken
 from gitmail.workspace import Actor
+
+if TYPE_CHECKING:
+    from gitmail.store.repository import Store
 
 EVERY_REPO = "*"  # the compose form's `to` for a broadcast
 FIELD_BYTES = 256 * 1024  # what a form's text fields may take together (a body is at most 64 KiB)

@@ -20,16 +20,13 @@ import io
 import os
 import re
 import secrets
-import socket
 import threading
 import time
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 import jinja2
@@ -39,11 +36,17 @@ from gitmail.errors import GitmailError, NotFound, Unwritable, UsageError
 from gitmail.render.lease_lines import lease_line as line
 from gitmail.render.words import visible as escaped
 from gitmail.store.files import write_atomically
-from gitmail.store.repository import Store
 from gitmail.values.attachments import size_text
 from gitmail.values.names import PERSON, RepoName, name_problem
 from gitmail.web import answering, pages, snapshot
-from gitmail.web.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from gitmail.store.repository import Store
+    from gitmail.web.snapshot import Snapshot
 
 POLL_SECONDS = 1  # how often an open page asks whether the mailbox changed (a stat of the ref files: cheap)
 IDLE_SECONDS = 30.0  # how long a connection may wait to send its request (or the rest of it) before it is closed

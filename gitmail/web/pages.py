@@ -5,21 +5,24 @@ view and its export.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 from gitmail import mailbox
 from gitmail.errors import GitmailError, NotFound
 from gitmail.store.claims import load_claims
 from gitmail.store.machines import Here
-from gitmail.values.attachments import Attachment
 from gitmail.values.ids import BROADCAST
 from gitmail.values.layout import ROOT, Located, State
 from gitmail.values.mail import Entry, status
 from gitmail.values.message import Message
 from gitmail.values.names import PERSON, RepoName
 from gitmail.web.snapshot import Key, Node, Snapshot, by_time, entry_of
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
+    from gitmail.values.attachments import Attachment
 
 PER_PAGE = 25
 WAITING_SHOWN = 10  # pending messages the overview lists; each repo's page lists all of them

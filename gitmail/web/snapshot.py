@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import NotFound
 from gitmail.store import changes
 from gitmail.store.gitcmd import GitFailed
-from gitmail.store.repository import Store
-from gitmail.values.ids import ObjectId
 from gitmail.values.layout import ROOT, SEEN_NOTES, Located, State, latest
 from gitmail.values.mail import Entry
 from gitmail.values.message import DOCUMENT_NAME, MAX_DOCUMENT_BYTES, BadDocument, Message, parse
 from gitmail.values.names import RepoName
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from gitmail.store.repository import Store
+    from gitmail.values.ids import ObjectId
 
 _KEPT_DOCUMENTS = 20_000  # parsed documents kept between pages (a few MB)
 _CHANGED_REFS_READ_ONE_BY_ONE = 500  # beyond this many changed refs, one listing of everything is cheaper
