@@ -24,7 +24,7 @@ from gitmail.errors import GitmailError, UsageError
 from gitmail.store import gitcmd
 from gitmail.values import attachments, jsontext
 from gitmail.values.attachments import COMMITS, PATCH_TYPE, UNCOMMITTED, safe_name, size_text
-from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT
+from gitmail.values.names import has_surrogates, has_unsafe
 from gitmail.values.outgoing import Outgoing
 from gitmail.workspace import current_directory
 
@@ -130,7 +130,7 @@ def read_file(given: str | os.PathLike[str], *, base: Path | None = None, within
 
 def shown(text: str) -> str:
     """A path as given, for a message: as it is when it prints on one line as itself, else JSON-quoted."""
-    return jsontext.dumps(text) if UNSAFE_TEXT.search(text) or NOT_UTF8.search(text) else text
+    return jsontext.dumps(text) if has_unsafe(text) or has_surrogates(text) else text
 
 
 def quoted(name: str) -> str:

@@ -156,13 +156,13 @@ def test_inbox_and_log_load_only_what_reading_mail_uses(web: Path, box: Store, a
 
 
 # The standard library's heavier modules, which none of the four commonest paths (a send, a peek at the inbox, the
-# log, a session start answered by Python) runs. json, and re beneath it (with enum and functools), they all need:
-# message headers, receipts and hook payloads are JSON. pathlib (with urllib.parse, ipaddress, fnmatch and ntpath
-# beneath it) they do without: the store spells its paths as str.
+# log, a session start answered by Python) runs. json they read and write through its accelerator (jsontext.py), so
+# neither json nor the re beneath it (with enum) is loaded: names and ids are checked with string methods. pathlib
+# (with urllib.parse, ipaddress, fnmatch and ntpath beneath it) they do without: the store spells its paths as str.
 NEVER_ON_A_COMMON_PATH = (
     "typing", "dataclasses", "subprocess", "datetime", "tempfile", "shutil", "logging", "threading", "inspect",
     "argparse", "hashlib", "socket", "email", "importlib.util", "asyncio", "uuid", "base64", "string", "textwrap",
-    "pathlib", "urllib", "ipaddress", "fnmatch", "ntpath",
+    "pathlib", "urllib", "ipaddress", "fnmatch", "ntpath", "json", "re", "enum",
     "typer", "click", "rich", "pygit2", "frontmatter", "yaml", "pydantic", "mcp",
 )  # fmt: skip
 # And what each of them need not load beyond those.

@@ -11,7 +11,7 @@ from gitmail.lazy import module
 from gitmail.values.address import HANDLE, Address
 from gitmail.values.message import clean_subject
 from gitmail.values.names import RepoName, name_problem
-from gitmail.values.patterns import lazy
+from gitmail.values.patterns import spelled
 from gitmail.values.phrase import Phrase
 from gitmail.workspace import Actor, Session
 
@@ -31,7 +31,7 @@ else:  # loaded at their first use: a send to a repository (the commonest) looks
     codex, delivery, waking = module("gitmail.codex"), module("gitmail.delivery"), module("gitmail.waking")
     sessions = module("gitmail.store.sessions")
 
-SESSION_NAME = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+SESSION_NAME = spelled("A-Za-z0-9._-", 1, 40, first="A-Za-z0-9")
 Places = dict[str, tuple[str | None, str | None]]  # work trees already looked at: (worktree name, branch)
 
 

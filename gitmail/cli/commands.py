@@ -6,7 +6,6 @@ command behaves the same whichever parsed it. Imports no command-line library.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
 
 from gitmail import actions, render
 from gitmail.actions import rules
@@ -19,6 +18,10 @@ from gitmail.values.message import MAX_BODY_BYTES
 from gitmail.values.names import PERSON, RepoName
 from gitmail.values.phrase import spoken
 from gitmail.workspace import Actor, actor_at, current_directory, own_command, session_from_environment, toplevel
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 # The action layer's options as the command line spells them, in what its errors and notes say.
 WORDS = {

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from gitmail.errors import GitmailError, NotFound, UsageError
 from gitmail.values import jsontext
-from gitmail.values.names import UNSAFE_TEXT
+from gitmail.values.names import has_unsafe
 
 if TYPE_CHECKING:  # what writes is loaded only to write
     from gitmail.store.repository import Store
@@ -36,7 +36,7 @@ def attachment(entry: Entry, name: str | None = None) -> Attachment:
 
 
 def _quoted(name: str) -> str:
-    return jsontext.dumps(name, ensure_ascii=False) if not UNSAFE_TEXT.search(name) else jsontext.dumps(name)
+    return jsontext.dumps(name, ensure_ascii=False) if not has_unsafe(name) else jsontext.dumps(name)
 
 
 def attached_blob(store: Store, entry: Entry, item: Attachment) -> str:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
-from gitmail.values.names import NOT_UTF8
+from gitmail.values.names import has_surrogates
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -145,7 +145,7 @@ class Peer:
         if "id" not in message:
             return self._notified(method, message)
         ident = message["id"]
-        if isinstance(ident, bool) or not isinstance(ident, int | str) or NOT_UTF8.search(str(ident)):
+        if isinstance(ident, bool) or not isinstance(ident, int | str) or has_surrogates(str(ident)):
             return self.fail(
                 None, INVALID_REQUEST, "the request's id is not a number or a string that can be written back"
             )
@@ -203,7 +203,7 @@ def negotiated(asked: object) -> str:
 
 def holds_surrogate(value: object, depth: int = 0) -> bool:
     if isinstance(value, str):
-        return NOT_UTF8.search(value) is not None
+        return has_surrogates(value)
     if depth > 100:
         return False
     if isinstance(value, dict):

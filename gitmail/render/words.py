@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gitmail.values import jsontext
 from gitmail.values.names import INVISIBLE, JOINERS, UNSAFE_TEXT
+from gitmail.values.patterns import characters
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,9 +43,9 @@ def _table(form: str) -> dict[int, str]:
     escapes, "body" keeps the joiners, "json" escapes as JSON does (a character past the first plane as its
     surrogate pair), "layout" is "json" without the C0 controls (json.dumps escapes those in strings itself, and
     a raw line break in its output is the layout's)."""
-    codes = _characters(UNSAFE_TEXT.pattern[1:-1] + INVISIBLE)
+    codes = list(map(ord, characters(UNSAFE_TEXT.pattern[1:-1] + INVISIBLE)))
     if form == "body":
-        kept = set(_characters(JOINERS))
+        kept = set(map(ord, characters(JOINERS)))
         codes = [code for code in codes if code not in kept]
     if form in ("text", "body"):  # as Python's unicode_escape writes them
         short = {9: "\\t", 10: "\\n", 13: "\\r"}
@@ -58,20 +59,6 @@ def _table(form: str) -> dict[int, str]:
         if code > 0xFFFF:
             table[code] = f"\\u{0xD800 + ((code - 0x10000) >> 10):04x}\\u{0xDC00 + ((code - 0x10000) & 0x3FF):04x}"
     return table
-
-
-def _characters(ranges: str) -> list[int]:
-    """The code points a regular expression's character class body names ("a-z" and single characters)."""
-    found: list[int] = []
-    at = 0
-    while at < len(ranges):
-        if at + 2 < len(ranges) and ranges[at + 1] == "-":
-            found += range(ord(ranges[at]), ord(ranges[at + 2]) + 1)
-            at += 3
-        else:
-            found.append(ord(ranges[at]))
-            at += 1
-    return found
 
 
 def dumps(value: Any) -> str:

@@ -32,6 +32,13 @@ def unreadable_object(stderr: str) -> str | None:
     return named.group() if named else ""
 
 
+def object_missing(stderr: str) -> bool:
+    """Whether git's message says an object it was asked for is not there."""
+    import re
+
+    return re.search(r"\b(bad|missing) object\b", stderr) is not None
+
+
 def cat_file(
     git_dir: str | PathLike[str],
     specs: Sequence[str],

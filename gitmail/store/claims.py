@@ -26,7 +26,7 @@ def load_claims(store: Store) -> dict[str, str]:
 
 
 def save_claims(store: Store, claims: dict[str, str]) -> None:
-    write_atomically(os.path.join(store.own_root, FILE), jsontext.dumps(claims, indent=1, sort_keys=True).encode())
+    write_atomically(os.path.join(store.own_root, FILE), (jsontext.dumps(claims, sort_keys=True) + "\n").encode())
     stamps.bump_claims(store.root)  # trust labels may read differently now
 
 

@@ -49,5 +49,5 @@ def save(store: Store, learned: str | None, keys: Sequence[Key]) -> None:
         make_dir(os.path.join(store.own_root, FOLDER))
     except OSError as error:
         raise unwritable(store.own_root, error) from None
-    write_atomically(os.path.join(store.own_root, FOLDER, FILE), (jsontext.dumps(data, indent=1) + "\n").encode())
+    write_atomically(os.path.join(store.own_root, FOLDER, FILE), (jsontext.dumps(data) + "\n").encode())
     stamps.bump_claims(store.root)  # trust labels may read differently now

@@ -65,10 +65,9 @@ class Store:
     @property
     def path(self) -> Path:
         """`root` as a Path, made when first asked for."""
-        if self._path is None:
-            from pathlib import Path
+        from pathlib import Path
 
-            self._path = Path(self.root)
+        self._path = self._path or Path(self.root)
         return self._path
 
     # -- existence and health ---------------------------------------------------------------------------------
@@ -238,14 +237,9 @@ class Store:
         try:
             return self._log(*args)
         except gitcmd.GitFailed as failure:
-            import re
-
             from gitmail.store import catfile
 
-            if (
-                not re.search(r"\b(bad|missing) object\b", failure.stderr)
-                and catfile.unreadable_object(failure.stderr) is None
-            ):
+            if not catfile.object_missing(failure.stderr) and catfile.unreadable_object(failure.stderr) is None:
                 raise
         globs = [a.split("=", 1)[1] for a in args if a.startswith("--glob=")]
         walks = not any(a.startswith("--no-walk") for a in args)

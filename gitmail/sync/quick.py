@@ -94,7 +94,7 @@ class Record:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         except OSError as error:
             raise unwritable(os.path.dirname(path), error) from None
-        write_atomically(path, jsontext.dumps(data, indent=1).encode(), durable=False)
+        write_atomically(path, (jsontext.dumps(data) + "\n").encode(), durable=False)
 
     def in_step(self, url: str, tips: dict[str, str], mailbox: str | os.PathLike[str]) -> bool:
         """Whether the remote (as `tips` show it) and the mailbox are as this record left them."""

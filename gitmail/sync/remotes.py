@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from gitmail.errors import GitmailError, UsageError
 from gitmail.store import gitconfig, startcache
-from gitmail.values.patterns import lazy
+from gitmail.values.patterns import spelled
 
 if TYPE_CHECKING:
     from gitmail.store.repository import Store
@@ -30,7 +30,7 @@ FORMAT_PATH = "gitmail-sync"  # a file in the state's tree: what it is and which
 FORMAT_TEXT = "gitmail sync state\nformat: 1\n"
 SETTINGS = "gitmail-remote"  # [gitmail-remote "<name>"] url, auto, interval in the mailbox's config
 DEFAULT_INTERVAL = 300  # seconds between automatic syncs
-_NAME = lazy(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+_NAME = spelled("A-Za-z0-9_-", 1, 63, first="A-Za-z0-9")
 
 
 class SyncError(GitmailError):

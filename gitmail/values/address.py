@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gitmail.errors import UsageError
 from gitmail.values.names import PERSON, RepoName
-from gitmail.values.patterns import lazy
+from gitmail.values.patterns import spelled
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 else:
     from gitmail.values.tuples import NamedTuple
 
-HANDLE = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-SESSION_KEY = lazy(r"(claude|codex):[A-Za-z0-9_-]{1,128}")  # a session as messages record it: host:id
+HANDLE = spelled("A-Za-z0-9._-", 1, 128, first="A-Za-z0-9")
+SESSION_ID = spelled("A-Za-z0-9_-", 1, 128)  # a session as messages record it: host:id, the host claude or codex
 
 
 class Address(NamedTuple):
@@ -42,4 +42,5 @@ class Address(NamedTuple):
 
 def session_key(text: str) -> str | None:
     """`text` when it is a session as messages record it ("claude:5b0e8d1c-..."), else None."""
-    return text if SESSION_KEY.fullmatch(text) else None
+    host, colon, session = text.partition(":")
+    return text if colon and host in ("claude", "codex") and SESSION_ID.fullmatch(session) else None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from gitmail.values import jsontext
 from gitmail.values.ids import is_oid
-from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, nfc
+from gitmail.values.names import NOT_UTF8, has_surrogates, nfc, without_unsafe
 from gitmail.values.patterns import IGNORECASE, lazy
 
 TYPE_CHECKING = False
@@ -106,11 +106,11 @@ def decode(text: str) -> tuple[Attachment, ...]:
 
 def safe_name(raw: str) -> str:
     """The name an attachment given as `raw` (a path, or a name from anywhere) is stored under."""
-    if NOT_UTF8.search(raw):  # a file name whose bytes are not UTF-8
+    if has_surrogates(raw):  # a file name whose bytes are not UTF-8
         raw = NOT_UTF8.sub("_", raw)
     name = raw.replace("\\", "/").rpartition("/")[2]
     name = nfc(_INVISIBLE.sub("", name))
-    name = UNSAFE_TEXT.sub("_", name).strip()
+    name = without_unsafe(name, "_").strip()
     if name in ("", ".", ".."):
         return FALLBACK_NAME
     if name.startswith("-") or name.casefold().startswith(_GIT_SPECIAL):

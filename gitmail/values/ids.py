@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gitmail.values.patterns import lazy
+from gitmail.values.patterns import spelled
 
 TYPE_CHECKING = False  # the hooks load this: no typing import for the annotations
 if TYPE_CHECKING:
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 BROADCAST = "_broadcast"  # the `to` of a message for every repo; '_' names are reserved, so no repo has it
 ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32: no i, l, o, u to misread
 ID_LENGTH = 10  # 50 random bits: unique across machines for any plausible mailbox
-ID_PATTERN = lazy(f"[{ID_ALPHABET}]{{{ID_LENGTH}}}")
+ID_PATTERN = spelled(ID_ALPHABET, ID_LENGTH, ID_LENGTH)
 
 
 def new_id() -> str:
@@ -24,7 +24,7 @@ def new_id() -> str:
 
 
 def is_id(text: str) -> bool:
-    return ID_PATTERN.fullmatch(text) is not None
+    return ID_PATTERN.fullmatch(text)
 
 
 class ObjectId(str):

@@ -15,7 +15,7 @@ import re
 from gitmail.errors import UsageError
 from gitmail.values import jsontext
 from gitmail.values.machine import Machine
-from gitmail.values.names import UNSAFE_TEXT
+from gitmail.values.names import has_unsafe, without_unsafe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -118,14 +118,14 @@ def parse(data: bytes) -> Lease:
         raise UsageError(f"not a lease gitmail wrote: {error}") from None
     if not found.mode or not paths or len(paths) > MAX_PATHS or not 0 < found.duration <= LONGEST + CLOCK_MARGIN:
         raise UsageError("not a lease gitmail wrote")
-    if UNSAFE_TEXT.search(found.holder + found.handle + found.id + found.repo):
+    if has_unsafe(found.holder + found.handle + found.id + found.repo):
         raise UsageError("not a lease gitmail wrote: control characters")
     return found
 
 
 def clean_note(text: str) -> str:
     """A note as one line of at most MAX_NOTE characters (control characters become spaces)."""
-    return " ".join(UNSAFE_TEXT.sub(" ", text).split())[:MAX_NOTE]
+    return " ".join(without_unsafe(text, " ").split())[:MAX_NOTE]
 
 
 def duration(text: str) -> int:
@@ -153,7 +153,7 @@ def normal(pattern: str) -> str:
     an absolute path, `..`, control characters, an empty pattern."""
     if not pattern or not pattern.strip():
         raise UsageError("an empty path names no file")
-    if UNSAFE_TEXT.search(pattern) or "\\" in pattern:
+    if has_unsafe(pattern) or "\\" in pattern:
         raise UsageError(f"{pattern!r} holds control characters or a backslash: name files by their paths")
     if pattern.startswith("/"):
         raise UsageError(f"{pattern!r} is absolute: name files relative to the repository's top")

@@ -9,7 +9,7 @@ into `machine=None`, so everything downstream knows one thing: None is this mach
 from __future__ import annotations
 
 from gitmail.values.ids import ID_PATTERN
-from gitmail.values.patterns import lazy
+from gitmail.values.patterns import spelled
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 else:
     from gitmail.values.tuples import NamedTuple
 
-NAME_PATTERN = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+NAME_PATTERN = spelled("A-Za-z0-9._-", 1, 64, first="A-Za-z0-9")
 
 
 class Machine(NamedTuple):

@@ -16,7 +16,7 @@ from gitmail.values.address import HANDLE, session_key
 from gitmail.values.dates import datetime
 from gitmail.values.ids import BROADCAST, ID_PATTERN
 from gitmail.values.machine import Machine
-from gitmail.values.names import NOT_UTF8, UNSAFE_TEXT, RepoName, name_problem
+from gitmail.values.names import RepoName, has_surrogates, name_problem, without_unsafe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -112,9 +112,9 @@ class Message(NamedTuple):  # a NamedTuple, not a dataclass: dataclasses costs t
 def clean_subject(raw: str, *, what: str = "subject") -> str:
     """One printable line: control characters and line breaks collapse to single spaces. `what` names it in
     errors (a session's card is held to the same rules)."""
-    if NOT_UTF8.search(raw):
+    if has_surrogates(raw):
         raise UsageError(f"the {what} is not valid UTF-8 text")
-    subject = " ".join(UNSAFE_TEXT.sub(" ", raw).split())
+    subject = " ".join(without_unsafe(raw, " ").split())
     if not subject:
         raise UsageError(f"the {what} is empty" + (" (give one with --subject)" if what == "subject" else ""))
     if len(subject) > MAX_SUBJECT_CHARS:
@@ -175,7 +175,7 @@ def parse(data: bytes) -> Message:
         raise BadDocument(f"message document lacks a valid field: {str(error)[:200]}") from None
     if not ID_PATTERN.fullmatch(message.id) or (message.reply_to and not ID_PATTERN.fullmatch(message.reply_to)):
         raise BadDocument("message document has a malformed id")
-    return message._replace(subject=" ".join(UNSAFE_TEXT.sub(" ", message.subject).split()) or "(no subject)")
+    return message._replace(subject=" ".join(without_unsafe(message.subject, " ").split()) or "(no subject)")
 
 
 def _split_strict(text: str) -> tuple[dict[str, str], str] | None:

@@ -10,7 +10,7 @@ different encodings stay different; and an encoding is ASCII, so no file system 
 from __future__ import annotations
 
 from gitmail.errors import UsageError
-from gitmail.values.patterns import lazy
+from gitmail.values.patterns import characters, lazy
 
 # Characters that stand for themselves in a ref component; every other UTF-8 byte is %XX-encoded. Only lower case:
 # an upper-case letter would share a file with its lower-case twin where case is ignored. '.' is encoded too, so
@@ -36,6 +36,36 @@ INVISIBLE = (
 JOINERS = "\u200c\u200d\U000e0020-\U000e007f"
 # Lone surrogates: how Python hands over command-line arguments and file names whose bytes are not UTF-8.
 NOT_UTF8 = lazy("[\ud800-\udfff]")
+
+
+def has_surrogates(text: str) -> bool:
+    """Whether NOT_UTF8 is found in `text` (what UTF-8 cannot encode is a surrogate: no pattern compiled)."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+_UNSAFE: list[frozenset[str]] = []
+
+
+def has_unsafe(text: str) -> bool:
+    """Whether UNSAFE_TEXT is found in `text`, answered from the set of its characters (no pattern compiled)."""
+    if text.isascii() and text.isprintable():  # most text
+        return False
+    if not _UNSAFE:
+        _UNSAFE.append(frozenset(characters(UNSAFE_TEXT.pattern[1:-1])))
+    return not _UNSAFE[0].isdisjoint(text)
+
+
+def without_unsafe(text: str, replacement: str) -> str:
+    """`text` with each character UNSAFE_TEXT finds replaced (the pattern compiled only where there is one)."""
+    return UNSAFE_TEXT.sub(replacement, text) if has_unsafe(text) else text
+
+
 # The person who runs the sessions has an address of their own. Every name starting with '@' is reserved, and no
 # repository's name may be this one, so mail to the person can never land in a repository's inbox.
 PERSON = "@user"
@@ -151,7 +181,7 @@ def _decoded(component: str) -> str:
 
 
 def name_problem(raw: str) -> str | None:
-    if NOT_UTF8.search(raw):
+    if has_surrogates(raw):
         return "it is not valid UTF-8"
     raw = nfc(raw)
     if not raw or not raw.strip():
@@ -160,7 +190,7 @@ def name_problem(raw: str) -> str | None:
         return "it contains '/'"
     if "#" in raw:  # `repo#HANDLE` addresses one session of a repo: a name holding one could stand for a session
         return "it contains '#', which separates a repository from one of its sessions"
-    if UNSAFE_TEXT.search(raw):
+    if has_unsafe(raw):
         return "it contains control characters"
     if raw.startswith("_"):
         return "names starting with '_' are reserved"
