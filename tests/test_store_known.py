@@ -47,3 +47,18 @@ def test_the_first_ref_found_stops_the_listing(box: Store) -> None:
     found = refs.first(box.path, inbox_prefix(RepoName("web")), accept)
     assert found is not None and len(seen) == 1
     assert refs.first(box.path, inbox_prefix(RepoName("nobody")), accept) is None
+
+
+def test_a_small_block_of_packed_refs_is_read_line_by_line_as_the_pattern_reads_it() -> None:
+    """The first block of a packed-refs lookup is split into lines (no pattern compiled for the few refs a send
+    looks up); what it finds is what the pattern finds, for refs and for every kind of line that holds none."""
+    import random
+
+    oid = "0123456789abcdef0123456789abcdef01234567"
+    kinds = [f"{oid} refs/gitmail/web/inbox/a", f"^{oid}", "# pack-refs with: peeled fully-peeled sorted",
+             f"{oid} refs/x y", f"{oid}  refs/x", f"{oid} refs/", f"{oid} refsx/a", f"{oid[:7]} refs/short",
+             f"{oid.upper()} refs/upper", f"{oid} refs/tail\r", "", " ", f"{oid}", f"{oid} refs/é/ü", "garbage"]  # fmt: skip
+    rng = random.Random(3)
+    for _ in range(300):
+        text = "\n".join(rng.choice(kinds) for _ in range(rng.randrange(12))).encode() + rng.choice([b"", b"\n"])
+        assert list(refs._ref_lines(text, small=True)) == list(refs._ref_lines(text, small=False)), text

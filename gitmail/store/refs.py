@@ -21,7 +21,7 @@ from gitmail.values.ids import is_oid
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
     from typing import BinaryIO
 
     from _typeshed import StrPath
@@ -281,12 +281,10 @@ class _Packed:
         block, rest = 4096, b""
         while True:
             data = self.handle.read(block)
-            block = min(block * 4, 1 << 22)
             text = rest + data
             end = text.rfind(b"\n") + 1 if data else len(text)
             text, rest = text[:end], text[end:]
-            for match in _ref_line().finditer(text):
-                name, oid = match.group(2), match.group(1).decode()
+            for name, oid in _ref_lines(text, small=block == 4096):
                 if name.startswith(key) and is_oid(oid):  # the line's form is the pattern's; an id's is is_oid's
                     found.append((name.decode("utf-8", "replace"), oid))
                     if limit is not None and self.sorted and len(found) >= limit:
@@ -295,6 +293,7 @@ class _Packed:
                     return found
             if not data:
                 return found
+            block = min(block * 4, 1 << 22)
 
     def first_at_or_after(self, key: bytes) -> int:
         """The offset of the first line whose ref is not below `key` (the file's end when there is none). The
@@ -345,6 +344,20 @@ def _ref_line() -> re.Pattern[bytes]:
 
         _REF_LINES.append(re.compile(rb"^([0-9a-f]+) (refs/[^ \n]+)$", re.MULTILINE))
     return _REF_LINES[0]
+
+
+def _ref_lines(text: bytes, *, small: bool) -> Iterator[tuple[bytes, str]]:
+    """(ref, oid) of each line of `text` that holds a ref as `_ref_line` reads one: a small block line by line (no
+    pattern compiled, re not even loaded, for the few refs a send or a start looks up), a large one by the pattern."""
+    if not small:
+        for match in _ref_line().finditer(text):
+            yield match.group(2), match.group(1).decode()
+        return
+    for line in text.split(b"\n"):
+        oid, space, name = line.partition(b" ")
+        if space and oid and not oid.strip(b"0123456789abcdef") and name.startswith(b"refs/") and len(name) > 5:
+            if b" " not in name:
+                yield name, oid.decode()
 
 
 def _packed_line(line: bytes) -> tuple[str, str] | None:
