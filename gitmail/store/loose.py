@@ -1,8 +1,9 @@
 """Reading the objects git keeps loose (one zlib-compressed file each) without starting git. New mail is loose until
 gitmail packs it (writer.py packs only once thousands have piled up), so the documents, notes and receipts a
 session start or an inbox shows are nearly always loose; reading them here spares those reads their git process
-(the benchmark's session-start and inbox rows). Whatever is not loose (packed, or gone) is left to `git cat-file`,
-which answers the rest of the same request.
+(the benchmark's session-start and inbox rows). What is packed is read from its pack (packs.py): a packed
+mailbox's notes and archived commits cost no process either. Only what neither answers (gone, damaged, or in a
+form packs.py does not read) is left to `git cat-file`, which answers the rest of the same request.
 
 A request is a spec as `git cat-file --batch` takes one: `<object>`, `<object>:<path>` or `<object>^{tree}`, where
 `<object>` is an id or a full ref name.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from gitmail.store import refs
+from gitmail.store import packs, refs
 from gitmail.values.ids import is_oid
 
 TYPE_CHECKING = False
@@ -56,6 +57,7 @@ class _Loose:
         self.trees: dict[str, dict[bytes, str]] = {}  # tree id -> its entries by name
         self.refs: dict[str, str | None] = {}
         self.damaged: set[str] = set()
+        self.packs = packs.Packs(self.objects)
 
     def spec(self, spec: str, limit: int | None = None) -> bytes | None | object:
         name, colon, path = spec.partition(":")
@@ -119,12 +121,16 @@ class _Loose:
                     handle.seek(0)
                 data = handle.read()
         except OSError:
-            data = None  # not loose (packed, or gone): git says which
+            data = None  # not loose: packed, or gone
         if data is not None:
             found = _parse(data)
             if found is None and not packed(self.objects, oid):
                 self.damaged.add(oid)
                 found = _DAMAGED
+        if found is None:  # in a pack, read here; or not readable here (gone, or damaged): git says which
+            found = self.packs.object(oid, limit)
+            if found is packs.TOO_LARGE:
+                return TOO_LARGE
         self.cache[oid] = found
         return found
 
