@@ -162,8 +162,9 @@ def test_git_missing_from_path_still_delivers_what_is_loose_and_a_note_for_the_r
     sent = mailbox.send(box, sender="api", to="web", subject="x")
     context, _ = hook(web, payload(web), env={"PATH": str(tmp_path / "empty")})
     assert context is not None and sent.message.id in context  # refs and loose objects are read without git
-    subprocess.run(["git", "--git-dir", str(box.path), "repack", "-adq"], check=True)
-    subprocess.run(["git", "--git-dir", str(box.path), "prune-packed"], check=True)  # now only git can read it
+    # Packed with a version 1 index (store/packs.py reads version 2 only): now only git can read it.
+    subprocess.run(["git", "--git-dir", str(box.path), "-c", "pack.indexVersion=1", "repack", "-adq"], check=True)
+    subprocess.run(["git", "--git-dir", str(box.path), "prune-packed"], check=True)
     context, _ = hook(web, payload(web, session_id="other"), env={"PATH": str(tmp_path / "empty")})
     assert context is not None and sent.message.id in context  # what the pending index holds needs no object
     shutil.rmtree(box.own_dir / pendingindex.FOLDER)

@@ -70,6 +70,9 @@ def test_every_packed_object_reads_as_git_reads_it(history: Path, deltas: str) -
     big = next(oid for oid, (kind, data) in expected.items() if kind == b"blob" and len(data) > 5000)
     assert reader.object(big, limit=100) is packs.TOO_LARGE
     assert reader.object(big, limit=len(expected[big][1])) == expected[big]
+    for oid, (kind, data) in expected.items():  # over `head_over`: a commit's first line at most, nothing else
+        allowed = [(b"commit", data[:45]), None] if kind == b"commit" else [None]
+        assert reader.object(oid, head_over=10) in allowed
 
 
 def test_a_damaged_pack_is_not_answered_here(history: Path) -> None:
@@ -94,6 +97,8 @@ def test_a_packed_mailbox_is_read_without_starting_git(box: Store, monkeypatch: 
     specs = [f"{entry.oid}:message.md" for entry in sent]
     expected = box.read(specs)
     assert all(expected)
+    names = [f"refs/gitmail/web/inbox/{entry.message.id}" for entry in sent] + ["refs/gitmail/web/inbox/none"]
+    targets = {name: str(entry.oid) for name, entry in zip(names, sent, strict=False)}
 
     def no_git(*args: object, **kwargs: object) -> object:
         raise AssertionError("git was started")
@@ -101,3 +106,4 @@ def test_a_packed_mailbox_is_read_without_starting_git(box: Store, monkeypatch: 
     monkeypatch.setattr(gitcmd, "spawn", no_git)
     assert Store(box.path).read(specs) == expected
     assert loose.read(box.path, specs) == expected
+    assert Store(box.path).targets(names) == targets

@@ -128,9 +128,11 @@ class _Loose:
                 self.damaged.add(oid)
                 found = _DAMAGED
         if found is None:  # in a pack, read here; or not readable here (gone, or damaged): git says which
-            found = self.packs.object(oid, limit)
+            found = self.packs.object(oid, limit, head_over=WHOLE_COMMIT if head else None)
             if found is packs.TOO_LARGE:
                 return TOO_LARGE
+            if head:
+                return found  # perhaps a commit's first line only: not cached
         self.cache[oid] = found
         return found
 

@@ -64,9 +64,13 @@ class Packs:
         self.folder = os.path.join(objects, "pack")
         self._packs: list[_Pack] | None = None
 
-    def object(self, oid: str, limit: int | None = None) -> tuple[bytes, bytes] | object | None:
+    def object(
+        self, oid: str, limit: int | None = None, *, head_over: int | None = None
+    ) -> tuple[bytes, bytes] | object | None:
         """(kind, content) of the object with this id; TOO_LARGE when it is larger than `limit` bytes; None when no
-        pack holds it, or it cannot be read here whole."""
+        pack holds it, or it cannot be read here whole. With `head_over`, an object larger than that is read only
+        as far as a commit's first line ("tree <id>": a message's commit holds the whole message), or where it is
+        a delta, not at all (None: git reads it, in a memory not this process's)."""
         try:
             want = bytes.fromhex(oid)
         except ValueError:
@@ -76,8 +80,11 @@ class Packs:
             if offset is None:
                 continue
             try:
-                if limit is not None and _size(pack, offset) > limit:
+                size = _size(pack, offset) if limit is not None or head_over is not None else 0
+                if limit is not None and size > limit:
                     return TOO_LARGE
+                if head_over is not None and size > head_over:
+                    return _first_line(pack.pack, offset)
                 kind, data = _object(pack, offset, 0)
             except (ValueError, IndexError, RecursionError, zlib.error):  # not readable here: git knows more
                 return None
@@ -120,6 +127,13 @@ def _header(pack: mmap.mmap, offset: int) -> tuple[int, int, int]:
         size |= (byte & 0x7F) << shift
         shift, at = shift + 7, at + 1
     return kind, size, at
+
+
+def _first_line(pack: mmap.mmap, offset: int) -> tuple[bytes, bytes] | None:
+    """(b"commit", its "tree <id>" line) of a commit stored whole at `offset`, inflating no more than that line."""
+    kind, _, at = _header(pack, offset)
+    start = zlib.decompressobj().decompress(pack[at : at + 1024], 45)
+    return (KINDS[1], start) if kind == 1 and len(start) == 45 and start.startswith(b"tree ") else None
 
 
 def _size(pack: _Pack, offset: int) -> int:

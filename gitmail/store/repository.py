@@ -377,37 +377,24 @@ class Store:
         if reader is not None:
             reader.close()
 
-    def targets(self, refs: Sequence[str]) -> dict[str, str]:
-        """What each of these refs points at, for those that exist and point at an object the mailbox has."""
-        if not refs:
-            return {}
-        from gitmail.store import catfile
+    def targets(self, names: Sequence[str]) -> dict[str, str]:
+        """What each of these refs points at, for those that exist and point at an object the mailbox has: found
+        from the ref files and the objects' headers (loose, or in a pack); git is asked only where neither says."""
+        held = refs.resolve(self.root, names)
+        oids = list(held.values())
+        found = dict(zip(oids, loose.read(self.root, oids, limit=0, damaged=self.damaged), strict=True))
+        if ask := [ref for ref in held if found[held[ref]] is loose.ELSEWHERE]:
+            from gitmail.store import catfile
 
-        lines = catfile.cat_file(self.root, refs, self.damaged, check="%(objectname)")
-        return {ref: line.decode(errors="replace") for ref, line in zip(refs, lines, strict=True) if line is not None}
+            lines = catfile.cat_file(self.root, ask, self.damaged, check="%(objectname)")
+            found.update((held[ref], None if line is None else b"") for ref, line in zip(ask, lines, strict=True))
+        return {ref: held[ref] for ref in names if ref in held and found[held[ref]] is not None}
 
-    def written(self, refs: Sequence[str]) -> dict[str, str]:
+    def written(self, names: Sequence[str]) -> dict[str, str]:
         """Of these refs, the ones that exist, with what they hold, whether or not the mailbox has that object:
         found as git stores them (a loose file, or a line of packed-refs). For the few refs `targets` did not
         find, to tell a ref whose commit is gone from one that is not there."""
-        found: dict[str, str] = {}
-        for ref in refs:
-            try:
-                with open(os.path.join(self.root, ref), encoding="ascii", errors="replace") as file:
-                    found[ref] = file.read().strip()
-            except OSError:
-                continue
-        rest = set(refs) - set(found)
-        if rest:
-            try:
-                with open(os.path.join(self.root, "packed-refs"), encoding="utf-8", errors="replace") as packed:
-                    for line in packed:
-                        oid, _, ref = line.rstrip("\n").partition(" ")
-                        if ref in rest:
-                            found[ref] = oid
-            except OSError:
-                pass
-        return {ref: oid for ref, oid in found.items() if len(oid) >= 40}
+        return refs.resolve(self.root, names)
 
     def whole(self, oid: str) -> bool:
         """Whether this commit and everything it reaches (its tree, its documents, the commits it answers) are
