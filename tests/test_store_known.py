@@ -62,3 +62,13 @@ def test_a_small_block_of_packed_refs_is_read_line_by_line_as_the_pattern_reads_
     for _ in range(300):
         text = "\n".join(rng.choice(kinds) for _ in range(rng.randrange(12))).encode() + rng.choice([b"", b"\n"])
         assert list(refs._ref_lines(text, small=True)) == list(refs._ref_lines(text, small=False)), text
+
+
+def test_many_refs_resolved_at_once_read_packed_refs_whole_and_answer_as_one_at_a_time(box: Store) -> None:
+    sent = [mailbox.send(box, sender="api", to="web", subject=f"m{n}") for n in range(12)]
+    subprocess.run(["git", "--git-dir", str(box.path), "pack-refs", "--all"], check=True)
+    names = [f"refs/gitmail/web/inbox/{entry.message.id}" for entry in sent] + ["refs/gitmail/web/inbox/none"]
+    one_at_a_time = {}
+    for name in names:
+        one_at_a_time.update(refs.resolve(box.path, [name]))  # a ref alone: bisected
+    assert refs.resolve(box.path, names) == one_at_a_time == {n: str(e.oid) for n, e in zip(names, sent, strict=False)}

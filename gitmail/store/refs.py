@@ -14,6 +14,7 @@ stops on such a packed-refs line, and `gitmail doctor` reports both (`broken`).
 from __future__ import annotations
 
 import bisect
+import mmap
 import os
 
 from gitmail.values.ids import is_oid
@@ -22,7 +23,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
     from collections.abc import Callable, Iterable, Iterator
-    from typing import BinaryIO
 
     from _typeshed import StrPath
 
@@ -40,10 +40,14 @@ def resolve(mailbox: StrPath, refs: Iterable[str]) -> dict[str, str]:
     if rest:
         packed = _Packed(os.path.join(mailbox, "packed-refs"))
         try:
-            for ref in rest:
-                oid = packed.find(ref)
-                if oid is not None:
-                    found[ref] = oid
+            if packed.size < 2048 * len(rest):  # a few lines a ref: reading them all costs less than bisecting
+                every = {name.decode("utf-8", "replace"): oid for name, oid in packed.lines() if is_oid(oid)}
+                found.update((ref, every[ref]) for ref in rest if ref in every)
+            else:
+                for ref in rest:
+                    oid = packed.find(ref)
+                    if oid is not None:
+                        found[ref] = oid
         finally:
             packed.close()
     return found
@@ -75,15 +79,14 @@ def lines(mailbox: StrPath, prefix: str) -> set[bytes]:
     loose = _loose_refs(mailbox, prefix)
     packed = _Packed(os.path.join(mailbox, "packed-refs"))
     try:
-        if packed.handle is None:
+        if not packed.there:
             found: set[bytes] = set()
         elif not packed.sorted:
             found = {f"{oid} {ref}".encode() for ref, oid in packed.under(prefix)}
         else:
             key = prefix.encode()
             start, end = packed.first_at_or_after(key), packed.first_at_or_after(_after_all(key))
-            packed.handle.seek(start)
-            block = packed.handle.read(max(0, end - start))
+            block = packed.data[start:end]
             listed = block.split(b"\n")  # in the order of their refs, but for peeled values
             found = set(listed)
             found.discard(b"")
@@ -244,22 +247,36 @@ def _loose(path: StrPath) -> str | None:
 
 class _Packed:
     """packed-refs, searched by bisection: git keeps it sorted (its header says so), so finding a few refs among
-    100,000 reads a few blocks instead of the whole file. A file without that header is read line by line."""
+    100,000 reads a few pages instead of the whole file. Mapped, not read: a bisection step finds its line in C.
+    A file without that header is read line by line. git replaces the file by renaming another over it, so the
+    mapping stays the file it opened."""
 
     def __init__(self, path: StrPath) -> None:
-        self.handle: BinaryIO | None = None
+        self.data: mmap.mmap | bytes = b""
+        self.there = False
         try:
-            self.handle = open(path, "rb")
+            handle = open(path, "rb")
         except OSError:
-            return
-        self.size = os.fstat(self.handle.fileno()).st_size
-        first = self.handle.readline()
+            handle = None
+        if handle is not None:
+            with handle:
+                self.there = True
+                try:
+                    self.data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                except (ValueError, OSError):  # empty, or on a file system that maps nothing: read
+                    self.data = handle.read()
+        self.size = len(self.data)
+        first = self.data[: self.data.find(b"\n") + 1 or self.size]
         self.start = len(first) if first.startswith(b"#") else 0
         self.sorted = first.startswith(b"#") and b" sorted" in first
 
     def close(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
+        if isinstance(self.data, mmap.mmap):
+            self.data.close()
+
+    def lines(self) -> Iterator[tuple[bytes, str]]:
+        """(ref, oid) of every line that holds a ref."""
+        return _ref_lines(self.data[self.start :], small=self.size < 1 << 16)
 
     def find(self, ref: str) -> str | None:
         for name, oid in self.under(ref):
@@ -272,15 +289,13 @@ class _Packed:
         """The (ref, oid) lines whose ref starts with `prefix`, in order (the first `limit` of them). Read in
         growing blocks, matched whole: a listing of 100,000 refs costs a regular expression over the file, not a
         Python loop per line; a few refs cost one small block."""
-        if self.handle is None:
-            return []
         key = prefix.encode()
         at = self.first_at_or_after(key) if self.sorted else self.start
-        self.handle.seek(at)
         found: list[tuple[str, str]] = []
         block, rest = 4096, b""
         while True:
-            data = self.handle.read(block)
+            data = self.data[at : at + block]
+            at += len(data)
             text = rest + data
             end = text.rfind(b"\n") + 1 if data else len(text)
             text, rest = text[:end], text[end:]
@@ -308,29 +323,22 @@ class _Packed:
                 low = middle + 1
         return self._line_from(low)[0]
 
-    def _line_start(self, offset: int) -> int:
-        """The start of the line that `offset` is in, or of the next one when `offset` starts one."""
-        assert self.handle is not None
-        if offset <= self.start:
-            return self.start
-        self.handle.seek(offset - 1)
-        if self.handle.read(1) == b"\n":
-            return offset
-        self.handle.readline()
-        return self.handle.tell()
-
     def _line_from(self, offset: int) -> tuple[int, bytes]:
         """The first line that starts at or after `offset` (skipping peeled lines): its start and its ref."""
-        assert self.handle is not None
-        start = self._line_start(offset)
-        self.handle.seek(start)
-        while True:
-            line = self.handle.readline()
-            if not line:
-                return self.size, b"\xff"
+        data = self.data
+        if offset <= self.start:
+            start = self.start
+        elif data[offset - 1] == 10:  # offset starts a line
+            start = offset
+        else:
+            start = data.find(b"\n", offset) + 1 or self.size
+        while start < self.size:
+            end = data.find(b"\n", start) + 1 or self.size
+            line = data[start:end]
             if _packed_line(line) is not None:  # not a peeled value, nor a line that holds no ref
                 return start, line.rstrip(b"\n").partition(b" ")[2]
-            start = self.handle.tell()
+            start = end
+        return self.size, b"\xff"
 
 
 _REF_LINES: list[re.Pattern[bytes]] = []
