@@ -107,3 +107,14 @@ def test_a_packed_mailbox_is_read_without_starting_git(box: Store, monkeypatch: 
     assert Store(box.path).read(specs) == expected
     assert loose.read(box.path, specs) == expected
     assert Store(box.path).targets(names) == targets
+
+
+def test_a_large_read_of_a_packed_mailbox_is_left_to_git(box: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past PACKED_READS requests, git's one process reads packed objects faster than this one inflates them."""
+    sent = [mailbox.send(box, sender="api", to="web", subject=f"hello {n}") for n in range(3)]
+    subprocess.run(["git", "-C", str(box.path), "repack", "-adq"], check=True)
+    subprocess.run(["git", "-C", str(box.path), "prune-packed"], check=True)
+    specs = [f"{entry.oid}:message.md" for entry in sent]
+    monkeypatch.setattr(loose, "PACKED_READS", 2)
+    assert all(found is loose.ELSEWHERE for found in loose.read(box.path, specs))
+    assert loose.read(box.path, specs[:2]) == Store(box.path).read(specs[:2]) and all(Store(box.path).read(specs))
