@@ -235,40 +235,9 @@ def damaged(mailbox: StrPath, oids: Sequence[str]) -> set[str]:
 
 
 def packed(objects: str, oid: str) -> bool:
-    """Whether a pack in this objects folder holds `oid`, found in the packs' indexes (version 2; a pack whose
-    index this cannot read is taken to hold it, so git is asked)."""
-    try:
-        names = [n for n in os.listdir(os.path.join(objects, "pack")) if n.endswith(".idx")]
-    except OSError:
-        return False
-    want = bytes.fromhex(oid)
-    for name in names:
-        try:
-            with open(os.path.join(objects, "pack", name), "rb") as index:
-                if _in_index(index.read(), want):
-                    return True
-        except (OSError, ValueError):
-            return True
-    return False
-
-
-def _in_index(data: bytes, want: bytes) -> bool:
-    if data[:8] != b"\377tOc\x00\x00\x00\x02":
-        raise ValueError("not a version 2 pack index")
-    fanout = 8 + 4 * want[0]
-    low = int.from_bytes(data[fanout - 4 : fanout], "big") if want[0] else 0
-    high = int.from_bytes(data[fanout : fanout + 4], "big")
-    names = 8 + 256 * 4
-    while low < high:
-        middle = (low + high) // 2
-        found = data[names + 20 * middle : names + 20 * middle + 20]
-        if found == want:
-            return True
-        if found < want:
-            low = middle + 1
-        else:
-            high = middle
-    return False
+    """Whether a pack in this objects folder holds `oid`, found in the packs' indexes (a pack whose index this
+    cannot read is taken to hold it, so git is asked)."""
+    return packs.Packs(objects).holds(oid)
 
 
 def names(tree: bytes) -> set[bytes] | None:

@@ -63,6 +63,13 @@ class Packs:
     def __init__(self, objects: str) -> None:
         self.folder = os.path.join(objects, "pack")
         self._packs: list[_Pack] | None = None
+        self.unread = False  # an index here could not be read (not version 2, or its pack gone meanwhile)
+
+    def holds(self, oid: str) -> bool:
+        """Whether a pack here holds the object with this id; True too where an index could not be read (git,
+        asked, knows)."""
+        want = bytes.fromhex(oid)
+        return any(pack.offset(want) is not None for pack in self._opened()) or self.unread
 
     def object(
         self, oid: str, limit: int | None = None, *, head_over: int | None = None
@@ -102,6 +109,8 @@ class Packs:
                 pack = _open(os.path.join(self.folder, name))
                 if pack is not None:
                     self._packs.append(pack)
+                else:
+                    self.unread = True
         return self._packs
 
 
