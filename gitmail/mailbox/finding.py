@@ -3,8 +3,6 @@ another machine vouches for it; whether a repository's name is known."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from gitmail.errors import GitmailError, NotFound, UsageError
 from gitmail.store import syncedreceipts
 from gitmail.store.claims import load_claims
@@ -32,7 +30,7 @@ from gitmail.values.receipts import RECEIPTS_NOTES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what writes is loaded only to write
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from gitmail.store.repository import Store
     from gitmail.values.names import RepoName
@@ -96,7 +94,7 @@ def parsed(
             message = known.get(place.oid)
             if message is None:
                 kept = here.store.kept
-                message = kept.made_of("message", place.oid, partial(parse, document)) if kept else parse(document)
+                message = kept.made_of("message", place.oid, _parsing(document)) if kept else parse(document)
             machine = here.machine_of(message.id, message.machine)
             if machine is not message.machine:  # most mail was written here: nothing to replace
                 message = message._replace(machine=machine)
@@ -161,3 +159,8 @@ def newest_first(entries: list[Entry]) -> list[Entry]:
 def from_rows(store: Store, rows: Sequence[tuple[str, list[str]]]) -> tuple[list[Entry], list[str]]:
     places = latest([p for oid, refs in rows for ref in refs if (p := locate(ref, oid))])
     return parsed(places, documents_of(store, places), Here(store))
+
+
+def _parsing(document: bytes) -> Callable[[], Message]:
+    """What parses this document, when called (functools.partial without loading functools)."""
+    return lambda: parse(document)

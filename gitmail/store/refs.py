@@ -40,7 +40,7 @@ def resolve(mailbox: StrPath, refs: Iterable[str]) -> dict[str, str]:
     if rest:
         packed = _Packed(os.path.join(mailbox, "packed-refs"))
         try:
-            if packed.size < 2048 * len(rest):  # a few lines a ref: reading them all costs less than bisecting
+            if packed.size < min(2048 * len(rest), 1 << 16):  # a few short lines a ref: read whole, not bisected
                 every = {name.decode("utf-8", "replace"): oid for name, oid in packed.lines() if is_oid(oid)}
                 found.update((ref, every[ref]) for ref in rest if ref in every)
             else:
@@ -276,10 +276,10 @@ class _Packed:
 
     def lines(self) -> Iterator[tuple[bytes, str]]:
         """(ref, oid) of every line that holds a ref."""
-        return _ref_lines(self.data[self.start :], small=self.size < 1 << 16)
+        return _ref_lines(self.data[self.start :], small=True)
 
     def find(self, ref: str) -> str | None:
-        for name, oid in self.under(ref):
+        for name, oid in self.under(ref, limit=1):  # sorted, the ref itself comes before any below it
             if name == ref:
                 return oid
             break
@@ -299,7 +299,7 @@ class _Packed:
             text = rest + data
             end = text.rfind(b"\n") + 1 if data else len(text)
             text, rest = text[:end], text[end:]
-            for name, oid in _ref_lines(text, small=block == 4096):
+            for name, oid in _ref_lines(text, small=len(text) < 1 << 16):
                 if name.startswith(key) and is_oid(oid):  # the line's form is the pattern's; an id's is is_oid's
                     found.append((name.decode("utf-8", "replace"), oid))
                     if limit is not None and self.sorted and len(found) >= limit:
