@@ -29,11 +29,23 @@ def sent_log(api: Path) -> list[dict[str, Any]]:
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
+def sent_log_once_shown(api: Path, repos: int = 1) -> list[dict[str, Any]]:
+    """`sent_log` once the last session start's receipts are written: by the hook's detached child, once the host
+    has its answer, so a process that reads right after the hook may still find none."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = sent_log(api)
+        if all(len(entry["delivered"]) >= repos for entry in found):
+            return found
+        assert time.monotonic() < deadline, f"the receipts were never written: {found}"
+        time.sleep(0.05)
+
+
 def test_a_directed_message_moves_from_pending_to_delivered_to_replied(api: Path, web: Path) -> None:
     question = run_gitmail("send", "--to", "web", "-s", "Which port?", cwd=api).stdout.strip()
     assert [(m["id"], m["status"]) for m in sent_log(api)] == [(question, "pending")]
     assert start_session(web).returncode == 0
-    [shown] = sent_log(api)
+    [shown] = sent_log_once_shown(api)
     assert shown["status"] == "delivered" and shown["status_at"] is not None
     assert [(d["repo"], d["host"], d["moment"]) for d in shown["delivered"]] == [("web", "claude", "session-start")]
     line = run_gitmail("log", "--sent", cwd=api).stdout
@@ -59,7 +71,7 @@ def test_a_broadcast_lists_every_repo_it_reached(api: Path, repos: RepoFactory) 
     assert sent_log(api)[0]["status"] == "pending"
     for name in ("web", "db"):
         start_session(repos(name))
-    [entry] = sent_log(api)
+    [entry] = sent_log_once_shown(api, repos=2)
     assert entry["id"] == cast and entry["status"] == "delivered"
     assert sorted(d["repo"] for d in entry["delivered"]) == ["db", "web"]
     assert "delivered to 2" in run_gitmail("log", "--sent", cwd=api).stdout
