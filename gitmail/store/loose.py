@@ -128,7 +128,7 @@ class _Loose:
             data = None  # not loose: packed, or gone
         if data is not None:
             found = _parse(data)
-            if found is None and not packed(self.objects, oid):
+            if found is None and not (self.packs or packs.Packs(self.objects)).holds(oid):
                 self.damaged.add(oid)
                 found = _DAMAGED
         if found is None and self.packs is not None:  # in a pack, read here; or not (gone, damaged): git says which

@@ -30,7 +30,7 @@ class _Pack:
     def __init__(self, index: mmap.mmap, pack: mmap.mmap) -> None:
         self.index, self.pack = index, pack
         self.count = int.from_bytes(index[_NAMES - 4 : _NAMES], "big")
-        self.bases: dict[int, tuple[int, bytes]] = {}  # delta bases inflated, by offset
+        self.bases: dict[int, tuple[int, bytes]] = {}  # the objects deltas were made on, by offset
 
     def offset(self, want: bytes) -> int | None:
         """Where the pack holds the object with this (binary) id; None when it holds none."""
@@ -167,7 +167,6 @@ def _object(pack: _Pack, offset: int, depth: int) -> tuple[int, bytes]:
         if not 0 < distance <= offset:
             raise ValueError("a delta's base outside its pack")
         base_kind, base = _object(pack, offset - distance, depth + 1)
-        pack.bases[offset - distance] = (base_kind, base)
         found = (base_kind, _apply(base, _inflate(pack.pack, at, size)))
     elif kind == _REF_DELTA:  # its base named by id: in this pack (git completes a fetched pack whose base is not)
         base_offset = pack.offset(pack.pack[at : at + 20])
@@ -179,6 +178,8 @@ def _object(pack: _Pack, offset: int, depth: int) -> tuple[int, bytes]:
         found = (kind, _inflate(pack.pack, at, size))
     else:
         raise ValueError(f"an object of type {kind}")
+    if depth:  # a delta's base: others of the chain, read next, are made on it too
+        pack.bases[offset] = found
     return found
 
 

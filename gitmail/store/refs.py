@@ -41,7 +41,7 @@ def resolve(mailbox: StrPath, refs: Iterable[str]) -> dict[str, str]:
         packed = _Packed(os.path.join(mailbox, "packed-refs"))
         try:
             if packed.size < min(2048 * len(rest), 1 << 16):  # a few short lines a ref: read whole, not bisected
-                every = {name.decode("utf-8", "replace"): oid for name, oid in packed.lines() if is_oid(oid)}
+                every = {name.decode("utf-8", "replace"): oid for name, oid in packed.every() if is_oid(oid)}
                 found.update((ref, every[ref]) for ref in rest if ref in every)
             else:
                 for ref in rest:
@@ -274,7 +274,7 @@ class _Packed:
         if isinstance(self.data, mmap.mmap):
             self.data.close()
 
-    def lines(self) -> Iterator[tuple[bytes, str]]:
+    def every(self) -> Iterator[tuple[bytes, str]]:
         """(ref, oid) of every line that holds a ref."""
         return _ref_lines(self.data[self.start :], small=True)
 

@@ -156,15 +156,15 @@ class _Held:
             return
         try:
             if kind is None:
-                self._save()
+                self._save(self.fd)
         finally:
             os.close(self.fd)
 
-    def _save(self) -> None:
+    def _save(self, fd: int) -> None:
         entry, files = self.entry, self.files
         entry.data["touched"] = time.time()
         try:
-            _save(self.fd or 0, jsontext.dumps(entry.data, sort_keys=True).encode(), self.raw)
+            _save(fd, jsontext.dumps(entry.data, sort_keys=True).encode(), self.raw)
             write_line(files.stamps, hookfiles.quiet_line(entry.stamps, entry.quiet))
             if entry.moment:
                 write_line(files.turn, entry.moment)
